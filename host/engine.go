@@ -1,0 +1,129 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// The engine seam: what the host needs from a WebAssembly engine. Two
+// implementations: wazero (default, pure Go) and wasmtime (build tag
+// "wasmtime", cgo). Everything above the seam — the Canonical ABI, handle
+// tables, the pool — is engine-neutral.
+
+// ValueType is a core wasm value type.
+type ValueType byte
+
+const (
+	I32 ValueType = 0x7f
+	I64 ValueType = 0x7e
+	F32 ValueType = 0x7d
+	F64 ValueType = 0x7c
+)
+
+func (v ValueType) String() string {
+	switch v {
+	case I32:
+		return "i32"
+	case I64:
+		return "i64"
+	case F32:
+		return "f32"
+	case F64:
+		return "f64"
+	}
+	return fmt.Sprintf("valtype(%#x)", byte(v))
+}
+
+// Memory is a guest's linear memory as seen during one host call. Reads
+// copy out; nothing keeps slices of guest memory past the call.
+type Memory interface {
+	// Read returns a copy of n bytes at off, or false when out of range.
+	Read(off, n uint32) ([]byte, bool)
+	// Write copies b to off, or returns false when out of range.
+	Write(off uint32, b []byte) bool
+	// Size is the current size in bytes.
+	Size() uint32
+}
+
+// Caller is the guest instance that called a host function.
+type Caller interface {
+	Memory() Memory
+	// Realloc calls the guest's exported cabi_realloc.
+	Realloc(ctx context.Context, oldPtr, oldSize, align, newSize uint32) (uint32, error)
+}
+
+// HostFunc is one core host function. Fn reads its params from stack and
+// writes its results to stack[0:len(Results)] (stack is at least
+// max(len(Params), len(Results)) long). To trap, Fn panics with a *Trap;
+// the engine turns it into a call error and the instance is discarded.
+type HostFunc struct {
+	Module, Name    string
+	Params, Results []ValueType
+	Fn              func(ctx context.Context, c Caller, stack []uint64)
+}
+
+// FuncDef describes a module's import or export.
+type FuncDef struct {
+	Module, Name    string // Module is empty for exports
+	Params, Results []ValueType
+}
+
+// EngineConfig is engine-neutral configuration.
+type EngineConfig struct {
+	// CacheDir, if set, holds compiled modules across runs.
+	CacheDir string
+	// MemoryLimitPages caps each instance's linear memory (0: engine max).
+	MemoryLimitPages uint32
+}
+
+// Engine compiles modules and links them against the host functions given
+// at construction.
+type Engine interface {
+	Name() string
+	Compile(ctx context.Context, wasm []byte) (Module, error)
+	Close(ctx context.Context) error
+}
+
+// Module is a compiled guest module.
+type Module interface {
+	Imports() []FuncDef
+	Exports() []FuncDef
+	// Instantiate creates a new instance and runs its _initialize export if
+	// present. Stdout and stderr of WASI fd_write go to the given writers.
+	Instantiate(ctx context.Context, cfg InstanceConfig) (Instance, error)
+	Close(ctx context.Context) error
+}
+
+// InstanceConfig carries per-instance settings.
+type InstanceConfig struct {
+	// Name is used in traps and logs (capsule name plus instance number).
+	Name           string
+	Stdout, Stderr interface{ Write([]byte) (int, error) }
+}
+
+// Instance is one live guest instance. Not safe for concurrent calls.
+type Instance interface {
+	// Call invokes an export. ctx is passed through to host functions; its
+	// deadline or cancellation interrupts the guest (ErrInterrupted).
+	// A trap returns a *Trap; the instance must then be discarded.
+	Call(ctx context.Context, export string, params ...uint64) ([]uint64, error)
+	Memory() Memory
+	Close(ctx context.Context) error
+}
+
+// ErrInterrupted is returned when a call's context ended while guest code
+// ran. Wrapped with context.DeadlineExceeded or context.Canceled.
+var ErrInterrupted = errors.New("guest interrupted")
+
+// Trap is a guest call aborted by the host or the engine.
+type Trap struct {
+	Reason string
+}
+
+func (t *Trap) Error() string { return "trap: " + t.Reason }
+
+// Trapf panics with a *Trap; for use inside HostFunc.Fn only.
+func Trapf(format string, args ...any) {
+	panic(&Trap{Reason: fmt.Sprintf(format, args...)})
+}

@@ -1,0 +1,247 @@
+package registry
+
+import (
+	"log/slog"
+	"syscall"
+	"time"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+)
+
+// Config is the host-wide registry configuration. Zero fields take the
+// documented defaults (DefaultConfig); the host config can change them.
+type Config struct {
+	// Backends by name: "local", "bwrap", "oci".
+	Backends map[string]sandbox.Backend
+	// StateDir holds spill files (a private subdirectory per process).
+	StateDir string
+	Quotas   Quotas
+	Defaults Defaults
+	Logger   *slog.Logger
+}
+
+// Quotas are per-capsule caps. A manifest can only lower the host's.
+type Quotas struct {
+	// MaxConcurrent running processes per (capsule, principal), both tiers.
+	MaxConcurrent int // default 8
+	// MaxRetained IDs per (capsule, principal): live plus exited-unreleased.
+	MaxRetained int // default 32
+	// MaxEntries per capsule, all principals.
+	MaxEntries int // default 256
+}
+
+// Defaults are the host's defaults and ceilings for process options.
+type Defaults struct {
+	LogRingBytes    int           // default 1 MiB, clamped to [4 KiB, 8 MiB]
+	SpillBytes      int64         // default 64 MiB per stream
+	MaxLifetime     time.Duration // default and ceiling 6 h
+	IdleTimeout     time.Duration // default 30 min
+	ExitRetention   time.Duration // default 5 min, ceiling 1 h
+	WaitCap         time.Duration // default 60 s
+	StopGrace       time.Duration // default 5 s
+	StopGraceCap    time.Duration // default 30 s
+	SpawnTimeout    time.Duration // ceiling of the blocking spawn, default 10 min
+	Drain           time.Duration // bounded drain after exit, default 2 s
+	StdinWriteMax   int           // default 1 MiB
+	StdinPreludeMax int           // default 4 MiB
+	ReadMax         int           // read-since clamp, default 4 MiB
+	EventRetention  int           // events kept per (capsule, principal), default 1024
+	ReapInterval    time.Duration // reaper tick, default 1 s
+}
+
+// CapsulePolicy is what the registry enforces for one capsule, derived
+// from its manifest by the host.
+type CapsulePolicy struct {
+	// Exec lists the allowed executables as absolute, resolved paths.
+	// Matched exactly, never by prefix.
+	Exec            []string
+	AllowPersistent bool
+	Backend         string // "local", "bwrap" or "oci"
+	Network         bool
+	Profile         string // OCI launch profile
+	// Workspace is the absolute directory processes run in (cwd root).
+	Workspace string
+	// Quotas: zero fields mean the host's; larger values are clamped down.
+	Quotas Quotas
+	// Limits applied to every process of the capsule (a guest can only
+	// tighten them).
+	Limits sandbox.Limits
+	// Env holds extra KEY=VALUE pairs granted by the operator (rarely used).
+	Env []string
+}
+
+// EnvVar is one guest-supplied environment entry.
+type EnvVar struct{ Key, Value string }
+
+// SpawnRequest mirrors the WIT spawn-request.
+type SpawnRequest struct {
+	Cmd      string
+	Args     []string
+	Stdin    []byte // nil: none
+	HasStdin bool
+	Env      []EnvVar
+	Cwd      string // "" : workspace root
+	Timeout  *time.Duration
+}
+
+// Overflow mirrors the WIT overflow-policy.
+type Overflow = sandbox.Overflow
+
+// PersistOptions mirrors the WIT persist-options; nil pointers take the
+// host defaults.
+type PersistOptions struct {
+	Label         *string
+	KeepStdinOpen bool
+	Overflow      Overflow // 0 means DropOldest
+	LogRingBytes  *uint32
+	MaxLifetime   *time.Duration
+	IdleTimeout   *time.Duration
+	ExitRetention *time.Duration
+	Limits        Limits
+}
+
+// Limits mirrors the WIT resource-limits; nil: the capsule's default.
+type Limits struct {
+	MaxMemoryBytes *uint64
+	MaxCPU         *time.Duration
+	MaxPids        *uint32
+	MaxOpenFiles   *uint32
+}
+
+// Exit mirrors the WIT exit-info.
+type Exit struct {
+	Code   *int32
+	Signal *int32
+}
+
+// ExitFrom converts a seam exit.
+func ExitFrom(e sandbox.Exit) Exit {
+	if e.Signal != 0 {
+		s := int32(e.Signal)
+		return Exit{Signal: &s}
+	}
+	c := int32(e.Code)
+	return Exit{Code: &c}
+}
+
+// Result mirrors the WIT process-result.
+type Result struct {
+	Stdout, Stderr []byte
+	Exit           Exit
+	Truncated      bool
+}
+
+// Logs mirrors the WIT read-logs-result.
+type Logs struct {
+	Stdout, Stderr []byte
+	Running        bool
+	Exit           *Exit
+	BytesDropped   uint64
+}
+
+// Stream mirrors the WIT log-stream.
+type Stream int
+
+const (
+	Stdout Stream = iota
+	Stderr
+)
+
+// LogChunk mirrors the WIT log-chunk.
+type LogChunk struct {
+	Data         []byte
+	Next         string
+	BytesDropped uint64
+	EOF          bool
+}
+
+// Phase mirrors the WIT process-phase.
+type Phase int
+
+const (
+	PhaseStarting Phase = iota
+	PhaseRunning
+	PhaseExited
+)
+
+// Reason mirrors the WIT exit-reason.
+type Reason int
+
+const (
+	ReasonSelfExit Reason = iota
+	ReasonStopped
+	ReasonKilled
+	ReasonLifetime
+	ReasonIdle
+	ReasonEvicted
+	ReasonRemoved
+)
+
+// Info mirrors the WIT process-info.
+type Info struct {
+	ID            string
+	Capsule       string // operator views only; the WIT record omits it
+	Principal     string // operator views only
+	Label         string
+	Command       string
+	OSPid         *uint32
+	Phase         Phase
+	Exit          *Exit
+	Reason        *Reason
+	Age, Idle     time.Duration
+	BufferedBytes uint64
+	BytesDropped  uint64
+	StdinOpen     bool
+	CPU           *time.Duration
+	MemPeak       *uint64
+}
+
+// Signal mirrors the WIT process-signal (1.1.0).
+type Signal int
+
+const (
+	SigTerm Signal = iota
+	SigHup
+	SigInt
+	SigUsr1
+	SigUsr2
+	SigStop
+	SigCont
+	SigKill
+)
+
+// Unix returns the OS signal.
+func (s Signal) Unix() syscall.Signal {
+	return [...]syscall.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGSTOP, syscall.SIGCONT, syscall.SIGKILL}[s]
+}
+
+// EventKind mirrors the WIT event-kind discriminant.
+type EventKind int
+
+const (
+	EventExited EventKind = iota
+	EventLogReady
+	EventStdinDrained
+)
+
+// Event mirrors the WIT process-event.
+type Event struct {
+	Seq    uint64
+	ID     string
+	Kind   EventKind
+	Exit   Exit   // EventExited
+	Reason Reason // EventExited
+	Stream Stream // EventLogReady
+}
+
+// EventBatch mirrors the WIT event-batch.
+type EventBatch struct {
+	Events []Event
+	Next   uint64
+	Missed uint64
+}
+
+// OperatorFilter selects processes for the operator view (empty: all).
+type OperatorFilter struct {
+	Capsule, Principal string
+}

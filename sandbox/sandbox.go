@@ -1,0 +1,264 @@
+// Package sandbox is the execution-backend seam: one lifecycle-oriented
+// contract for starting, observing, stopping and cleaning up OS processes,
+// whatever runs them (plain process groups, bubblewrap, an OCI runtime).
+//
+// The seam knows nothing of wasm, capsules or principals. Its spec is fully
+// explicit: every limit, directory and bound is given by the caller and a
+// missing one is refused, so defaults live in exactly one place, the layer
+// above (registry).
+//
+// Output is captured by the backend into an OutputLog per stream: an
+// in-memory ring with absolute byte offsets, spilled to a private file, read
+// without draining by any number of readers.
+package sandbox
+
+import (
+	"context"
+	"syscall"
+	"time"
+)
+
+// Backend starts and manages processes. Implementations: local, bwrap, oci.
+type Backend interface {
+	// Name is the backend identifier carried in every Ref it issues.
+	Name() string
+	// Start returns once the process runs and its streams are attached
+	// (transport readiness). A spawn failure is a *SpawnError.
+	Start(ctx context.Context, spec ProcessSpec) (Handle, error)
+	// Attach re-opens a Backend-lifetime process from its Ref. Handle-lifetime
+	// refs give ErrNotFound once their handle is gone.
+	Attach(ctx context.Context, ref Ref) (Handle, error)
+	// Inspect reports the phase. An unreachable backend is ErrUnavailable,
+	// never an "unknown" phase.
+	Inspect(ctx context.Context, ref Ref) (Inspection, error)
+	// Cleanup removes an exited or missing process's resources (spill files,
+	// bundles, cgroups). Idempotent; never terminates anything; ErrRunning
+	// while the process is known to run.
+	Cleanup(ctx context.Context, ref Ref) error
+}
+
+// Handle is one attachment to a running or exited process.
+type Handle interface {
+	Ref() Ref
+	// PID is advisory (the host PID of the root process, 0 if unknown).
+	PID() int
+	// Stdin is nil unless the spec asked for StdinOpen.
+	Stdin() *Stdin
+	Stdout() *OutputLog
+	Stderr() *OutputLog
+	// Wait blocks until the process has settled (root exit plus bounded
+	// drain) or ctx ends. Idempotent: every caller gets the same Exit. A lost
+	// attachment is ErrUnavailable; ctx expiry returns ctx.Err().
+	Wait(ctx context.Context) (Exit, error)
+	// Done is closed once Wait would return without blocking.
+	Done() <-chan struct{}
+	// Signal sends sig to the process tree (the process group, or the
+	// container). After exit it is a successful no-op that sends nothing.
+	Signal(sig syscall.Signal) error
+	// Terminate ends the tree. Graceful sends SIGTERM and waits up to the
+	// spec's Grace, then returns ErrGracefulTimeout; it never escalates.
+	// Force kills the whole tree, escaped descendants included. Idempotent;
+	// after exit it sends nothing and returns the known Exit.
+	Terminate(ctx context.Context, mode TerminateMode) (Exit, error)
+	// Stats reports what the backend can measure; unknown fields are nil.
+	Stats() Stats
+	// Release drops this attachment without claiming the process exited.
+	// A running Handle-lifetime process gives ErrNotDetachable.
+	Release() error
+}
+
+// Lifetime says whether a process can outlive its Handle.
+type Lifetime int
+
+const (
+	// LifetimeHandle: owned by the attachment, not adoptable after it is
+	// gone (local processes).
+	LifetimeHandle Lifetime = iota + 1
+	// LifetimeBackend: may outlive the attachment; Attach, Inspect and
+	// Cleanup work from a fresh Backend value given only the Ref.
+	LifetimeBackend
+)
+
+func (l Lifetime) String() string {
+	switch l {
+	case LifetimeHandle:
+		return "handle"
+	case LifetimeBackend:
+		return "backend"
+	}
+	return "invalid"
+}
+
+// Ref names a process at the seam. ID is opaque: not a PID, a container ID
+// or a path.
+type Ref struct {
+	Backend  string
+	ID       string
+	Lifetime Lifetime
+}
+
+// Phase of a process as Inspect sees it.
+type Phase int
+
+const (
+	PhaseStarting Phase = iota + 1
+	PhaseRunning
+	PhaseExited
+	PhaseMissing
+)
+
+func (p Phase) String() string {
+	switch p {
+	case PhaseStarting:
+		return "starting"
+	case PhaseRunning:
+		return "running"
+	case PhaseExited:
+		return "exited"
+	case PhaseMissing:
+		return "missing"
+	}
+	return "invalid"
+}
+
+// Inspection is Inspect's answer. Exit is set iff Phase is PhaseExited, and
+// is the same immutable Exit that Wait returns.
+type Inspection struct {
+	Phase Phase
+	Exit  *Exit
+}
+
+// LimitKind names a resource limit.
+type LimitKind string
+
+const (
+	LimitNone      LimitKind = ""
+	LimitMemory    LimitKind = "memory"
+	LimitCPU       LimitKind = "cpu"
+	LimitPids      LimitKind = "pids"
+	LimitOpenFiles LimitKind = "open-files"
+)
+
+// Exit is how a process ended. It carries no classification of why: the
+// caller owns deadlines and knows whether it asked for a stop.
+type Exit struct {
+	// Code is the exit status when Signal is 0.
+	Code int
+	// Signal is the signal that ended the root process, or 0.
+	Signal syscall.Signal
+	// KilledFor is set when the backend knows the process was killed for a
+	// limit (for example memory: the OOM killer).
+	KilledFor LimitKind
+	// At is when the root process exited.
+	At time.Time
+}
+
+// TerminateMode selects graceful or forced termination.
+type TerminateMode int
+
+const (
+	Graceful TerminateMode = iota + 1
+	Force
+)
+
+// StdinMode selects what the process gets on stdin.
+type StdinMode int
+
+const (
+	// StdinClosed: stdin is at EOF from the start.
+	StdinClosed StdinMode = iota + 1
+	// StdinBytes: Stdin.Data is written, then stdin is closed.
+	StdinBytes
+	// StdinOpen: Stdin.Data (may be empty) is written, then stdin stays
+	// open for Handle.Stdin().
+	StdinOpen
+)
+
+type StdinSpec struct {
+	Mode StdinMode
+	Data []byte
+}
+
+// Overflow is what a full output log does.
+type Overflow int
+
+const (
+	// DropOldest evicts the oldest bytes from memory; they stay readable
+	// from the spill file up to SpillBytes, and only beyond it are reported
+	// as dropped.
+	DropOldest Overflow = iota + 1
+	// Backpressure stops reading the pipe while RingBytes are unacknowledged,
+	// so the writer blocks. It never blocks the host.
+	Backpressure
+)
+
+// OutputSpec configures the log of each output stream.
+type OutputSpec struct {
+	// RingBytes is the in-memory window per stream (> 0).
+	RingBytes int
+	// SpillBytes caps the spill file per stream (>= 0; 0 disables spill).
+	SpillBytes int64
+	Overflow   Overflow
+	// SpillDir is an existing directory; the backend creates a private 0700
+	// directory inside it per process, removed on Cleanup.
+	SpillDir string
+}
+
+// Limits are resource limits; a zero field means "no limit". A limit the
+// backend cannot enforce fails Start with ErrLimitsUnsupported naming it.
+type Limits struct {
+	MemoryBytes int64
+	CPUTime     time.Duration
+	Pids        int
+	OpenFiles   int
+}
+
+// TerminalSpec is reserved for the PTY issue; a non-nil Terminal is
+// refused with ErrInvalidSpec until then.
+type TerminalSpec struct {
+	Rows, Cols uint16
+}
+
+// IsolationSpec is what a sandboxing backend needs from the caller. The
+// local backend ignores Network and Profile but still honours Workspace
+// through Cwd.
+type IsolationSpec struct {
+	// Workspace is the absolute host directory bound read-write.
+	Workspace string
+	// Network grants network access (bwrap: --share-net; oci: the profile's
+	// network mode permitting).
+	Network bool
+	// Profile names an OCI launch profile of the host config.
+	Profile string
+}
+
+// ProcessSpec is a fully explicit spawn request. Nothing here has a hidden
+// default: zero values are refused with ErrInvalidSpec naming the field,
+// except where a field documents zero as meaningful.
+type ProcessSpec struct {
+	// Argv is the program and its arguments; never shell-interpreted.
+	// Argv[0] must be an absolute path.
+	Argv []string
+	// Cwd is an absolute host path, already confined by ConfineCwd.
+	Cwd string
+	// Env is the final, already-scrubbed environment (KEY=VALUE).
+	Env    []string
+	Stdin  StdinSpec
+	Output OutputSpec
+	// Grace bounds graceful termination (> 0).
+	Grace time.Duration
+	// Drain bounds how long output is still collected after the root
+	// process exits while a descendant holds the pipes (> 0).
+	Drain     time.Duration
+	Limits    Limits
+	Terminal  *TerminalSpec
+	Isolation IsolationSpec
+	// Label is for logs only.
+	Label string
+}
+
+// Stats are what a backend could measure; nil means unknown, never zero.
+type Stats struct {
+	CPUTime       *time.Duration
+	MemoryPeak    *int64
+}

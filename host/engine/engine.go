@@ -1,4 +1,7 @@
-package host
+// Package engine is the seam between the host and a WebAssembly engine.
+// Two implementations: wazero (host/engine/wazero, the default, pure Go)
+// and wasmtime (host/engine/wasmtime, build tag "wasmtime", cgo).
+package engine
 
 import (
 	"context"
@@ -6,10 +9,8 @@ import (
 	"fmt"
 )
 
-// The engine seam: what the host needs from a WebAssembly engine. Two
-// implementations: wazero (default, pure Go) and wasmtime (build tag
-// "wasmtime", cgo). Everything above the seam — the Canonical ABI, handle
-// tables, the pool — is engine-neutral.
+// Everything above this seam (the Canonical ABI, handle tables, the pool)
+// is engine-neutral.
 
 // ValueType is a core wasm value type.
 type ValueType byte
@@ -78,7 +79,12 @@ type EngineConfig struct {
 }
 
 // Engine compiles modules and links them against the host functions given
-// at construction.
+// at construction: each implementation has
+//
+//	func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) (engine.Engine, error)
+//
+// WASI preview1 (the subset the host grants guests) is provided by the
+// engine implementation itself, with no preopens, empty args and env.
 type Engine interface {
 	Name() string
 	Compile(ctx context.Context, wasm []byte) (Module, error)

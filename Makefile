@@ -1,0 +1,62 @@
+# capsule-host — build and test.
+#
+#   make test      installs what the tests need when it is missing, then runs
+#                  every check CI runs (this is what .ci/run calls)
+#   make capsules  rebuilds the bundled capsules' .wasm reproducibly
+#   make bench     runs the benchmarks quoted in RFC.md
+
+SHELL := /bin/bash
+GO    ?= go
+# Debian packages the tests drive for real: the OCI runtime, bubblewrap, the
+# busybox the OCI tests build their rootfs from, and wat2wasm for WAT fixtures.
+APT_PACKAGES := runc bubblewrap busybox-static wabt
+APT_COMMANDS := runc bwrap busybox wat2wasm
+RACE_PKGS    := ./host/... ./registry/... ./sandbox/...
+TEST_TIMEOUT ?= 30m
+
+.PHONY: all build test deps go-deps vet unit abi-tests capsules verify-capsules bench e2e clean
+
+all: build
+
+build:
+	$(GO) build ./...
+
+# deps installs the Debian packages the tests need when any is missing.
+deps:
+	@missing=0; for c in $(APT_COMMANDS); do command -v $$c >/dev/null 2>&1 || missing=1; done; \
+	if [ $$missing = 1 ]; then \
+	  echo ">> installing $(APT_PACKAGES)"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
+	fi
+	@for c in $(APT_COMMANDS); do command -v $$c >/dev/null || { echo "missing $$c after install" >&2; exit 1; }; done
+
+go-deps:
+	$(GO) mod download
+	cd abi-tests && $(GO) mod download
+
+vet:
+	$(GO) vet ./...
+	cd abi-tests && $(GO) vet ./...
+
+capsules:
+	./capsules/build.sh
+
+verify-capsules:
+	./capsules/verify.sh
+
+unit:
+	$(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	$(GO) test -timeout $(TEST_TIMEOUT) ./capsules/... ./cmd/...
+
+abi-tests:
+	cd abi-tests && $(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+test: deps go-deps build verify-capsules vet unit abi-tests
+	@echo ">> all checks passed"
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./sandbox/... ./registry/... ./host/...
+
+clean:
+	rm -rf bin abi-tests/.build

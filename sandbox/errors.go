@@ -23,6 +23,11 @@ var (
 	ErrClosed = errors.New("stream closed")
 	// ErrSpawn is the class of every *SpawnError.
 	ErrSpawn = errors.New("spawn failed")
+	// ErrBadOffset: a read offset is negative or beyond the stream's end.
+	ErrBadOffset = errors.New("offset out of range")
+	// ErrSpill: the spill file failed (disk error); the bytes it should
+	// have kept are lost and the reader is told how many.
+	ErrSpill = errors.New("output spill failed")
 )
 
 // SpawnError is a failure to start a process. Cause is the OS error

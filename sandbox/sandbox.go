@@ -259,6 +259,6 @@ type ProcessSpec struct {
 
 // Stats are what a backend could measure; nil means unknown, never zero.
 type Stats struct {
-	CPUTime       *time.Duration
-	MemoryPeak    *int64
+	CPUTime    *time.Duration
+	MemoryPeak *int64
 }

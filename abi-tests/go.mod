@@ -1,0 +1,29 @@
+module github.com/capsule-host/capsule-host/abi-tests
+
+go 1.26.0
+
+replace github.com/capsule-host/capsule-host => ../
+
+require (
+	github.com/capsule-host/capsule-host v0.0.0-00010101000000-000000000000
+	github.com/tetratelabs/wazero v1.12.0
+	go.bytecodealliance.org v0.7.0
+	go.bytecodealliance.org/cm v0.3.0
+)
+
+require (
+	github.com/BurntSushi/toml v1.6.0 // indirect
+	github.com/coreos/go-semver v0.3.1 // indirect
+	github.com/docker/libtrust v0.0.0-20160708172513-aabc10ec26b7 // indirect
+	github.com/klauspost/compress v1.18.0 // indirect
+	github.com/opencontainers/go-digest v1.0.0 // indirect
+	github.com/regclient/regclient v0.8.3 // indirect
+	github.com/sirupsen/logrus v1.9.3 // indirect
+	github.com/ulikunitz/xz v0.5.12 // indirect
+	github.com/urfave/cli/v3 v3.3.3 // indirect
+	golang.org/x/crypto v0.50.0 // indirect
+	golang.org/x/mod v0.24.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
+
+tool go.bytecodealliance.org/cmd/wit-bindgen-go

@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/registry"
+	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/local"
+)
+
+// capsulesDir is capsules/ in this checkout.
+func capsulesDir(t testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+type env struct {
+	t *testing.T
+	h *host.Host
+}
+
+// newEnv starts a Host on the real registry and local backend and loads
+// the named capsules from their committed directories.
+func newEnv(t *testing.T, capsules ...string) *env {
+	t.Helper()
+	return &env{t: t, h: newHost(t, capsules...)}
+}
+
+// newBenchEnv is newEnv for benchmarks.
+func newBenchEnv(b *testing.B, capsules ...string) *host.Host {
+	return newHost(b, append(capsules, "testcap")...)
+}
+
+func newHost(t testing.TB, capsules ...string) *host.Host {
+	t.Helper()
+	b, err := local.New(local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	reg, err := registry.New(registry.Config{
+		Backends: map[string]sandbox.Backend{"local": b},
+		StateDir: t.TempDir(),
+		Logger:   logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Shutdown(context.Background()) })
+	h, err := host.New(context.Background(), host.Config{
+		Registry:    reg,
+		StateDir:    t.TempDir(),
+		Logger:      logger,
+		CallTimeout: 30 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(context.Background()) })
+	for _, c := range capsules {
+		if _, err := h.Load(context.Background(), filepath.Join(capsulesDir(t), c)); err != nil {
+			t.Fatalf("load %s: %v", c, err)
+		}
+	}
+	return h
+}
+
+// call runs a tool as principal and decodes its JSON output into out
+// (if non-nil). It fails the test on any error.
+func (e *env) call(principal, capsule, tool string, input any, out any) uint64 {
+	e.t.Helper()
+	r, err := e.try(principal, capsule, tool, input)
+	if err != nil {
+		e.t.Fatalf("%s.%s(%s): %v", capsule, tool, mustJSON(e.t, input), err)
+	}
+	if out != nil {
+		if err := json.Unmarshal([]byte(r.Output), out); err != nil {
+			e.t.Fatalf("%s.%s: output %s: %v", capsule, tool, r.Output, err)
+		}
+	}
+	return r.Instance
+}
+
+func (e *env) try(principal, capsule, tool string, input any) (host.Result, error) {
+	ctx := host.WithPrincipal(context.Background(), principal)
+	return e.h.Call(ctx, capsule, tool, mustJSON(e.t, input))
+}
+
+// toolErr runs a tool that must answer an err result containing want.
+func (e *env) toolErr(principal, capsule, tool string, input any, want string) {
+	e.t.Helper()
+	_, err := e.try(principal, capsule, tool, input)
+	var te *host.ToolError
+	if !errors.As(err, &te) || !strings.Contains(te.Message, want) {
+		e.t.Errorf("%s.%s(%s) = %v; want a tool error containing %q", capsule, tool, mustJSON(e.t, input), err, want)
+	}
+}
+
+func mustJSON(t testing.TB, v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,190 @@
+package abi
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The worked layouts of the reference notes (style-and-canonical-abi.md
+// §2.6), derived here from the same rules the bindings use.
+func TestLayoutWorkedExamples(t *testing.T) {
+	enum := Enum(10)
+	tests := []struct {
+		name        string
+		typ         Type
+		size, align uint32
+		payload     uint32
+		flat        []Core
+	}{
+		{"string", String, 8, 4, 0, []Core{I32, I32}},
+		{"option<u64>", Option(U64), 16, 8, 8, []Core{I32, I64}},
+		{"result<list<u8>, enum>", Result(Ptr(List()), &enum), 12, 4, 4, []Core{I32, I32, I32}},
+		{"result<_, enum>", Result(nil, &enum), 2, 1, 1, []Core{I32, I32}},
+		{"result (no payloads)", Result(nil, nil), 1, 1, 1, []Core{I32}},
+		{"variant{a, b(u32), c(string)}", Variant(nil, &U32, &String), 12, 4, 4, []Core{I32, I32, I32}},
+		{"record{u64, string}", Record(U64, String), 16, 8, 0, []Core{I64, I32, I32}},
+		{"option<s32>", Option(S32), 8, 4, 4, []Core{I32, I32}},
+		{"variant{u64, string}", Variant(&U64, &String), 16, 8, 8, []Core{I32, I64, I32}},
+		{"enum of 257 cases", Enum(257), 2, 2, 2, []Core{I32}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.typ.Size != tt.size || tt.typ.Align != tt.align || tt.typ.Payload != tt.payload && tt.payload != 0 {
+				t.Errorf("size/align/payload = %d/%d/%d, want %d/%d/%d", tt.typ.Size, tt.typ.Align, tt.typ.Payload, tt.size, tt.align, tt.payload)
+			}
+			if !slices.Equal(tt.typ.Flat, tt.flat) {
+				t.Errorf("flat = %v, want %v", tt.typ.Flat, tt.flat)
+			}
+		})
+	}
+	r := Record(U64, String)
+	if !slices.Equal(r.Offs, []uint32{0, 8}) {
+		t.Errorf("record offsets %v", r.Offs)
+	}
+}
+
+func TestAllocAlignmentAndLoad(t *testing.T) {
+	s := &Scope{}
+	defer s.Free()
+	for _, align := range []uint32{1, 2, 4, 8, 16, 64} {
+		p, m := s.Alloc(13, align)
+		if p%align != 0 {
+			t.Errorf("align %d: address %#x misaligned", align, p)
+		}
+		if len(m) != 13 {
+			t.Errorf("align %d: len %d", align, len(m))
+		}
+		copy(m, "hello, world!")
+		v, ok := s.Load(p+7, 6)
+		if !ok || string(v) != "world!" {
+			t.Errorf("align %d: Load = %q, %v", align, v, ok)
+		}
+		if _, ok := s.Load(p+7, 7); ok {
+			t.Errorf("align %d: Load past the allocation succeeded", align)
+		}
+	}
+	if p, m := s.Alloc(0, 4); p != 4 || m != nil {
+		t.Errorf("zero-size alloc = %#x, %v", p, m)
+	}
+	if _, ok := s.Load(0xdead, 0); !ok {
+		t.Error("a zero-length load must succeed whatever the pointer")
+	}
+	if _, ok := s.Load(0xdead0000, 1); ok {
+		t.Error("a load outside every allocation succeeded")
+	}
+}
+
+func TestReallocScopes(t *testing.T) {
+	s := &Scope{}
+	s.Enter()
+	p := Realloc(0, 0, 1, 5)
+	if m, ok := s.Load(p, 5); !ok {
+		t.Fatal("allocation during Enter is not in the scope")
+	} else {
+		copy(m, "abcde")
+	}
+	q := Realloc(p, 5, 8, 10)
+	if q%8 != 0 {
+		t.Errorf("realloc result %#x misaligned", q)
+	}
+	if m, ok := s.Load(q, 10); !ok || !bytes.Equal(m[:5], []byte("abcde")) || !bytes.Equal(m[5:], make([]byte, 5)) {
+		t.Errorf("realloc did not copy: %q %v", m, ok)
+	}
+	if _, ok := s.Load(p, 1); ok {
+		t.Error("the old block survived realloc")
+	}
+	s.Leave()
+	in := Realloc(0, 0, 1, 3)
+	if _, ok := Incoming.Load(in, 3); !ok {
+		t.Error("allocation outside an import call did not go to Incoming")
+	}
+	Incoming.Free()
+	s.Free()
+	if len(s.blocks) != 0 {
+		t.Error("Free left blocks")
+	}
+}
+
+func TestReallocRejectsHostBugs(t *testing.T) {
+	tests := []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"bad alignment", func() { Realloc(0, 0, 3, 8) }, "power of two"},
+		{"unknown old ptr", func() { Realloc(0x1234, 8, 1, 16) }, "not allocated by cabi_realloc"},
+		{"null with size", func() { Realloc(0, 4, 1, 8) }, "old_ptr 0"},
+		{"huge", func() { Realloc(0, 0, 1, 1<<29) }, "exceeds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if r == nil || !strings.Contains(r.(string), tt.want) {
+					t.Errorf("panic = %v, want it to mention %q", r, tt.want)
+				}
+				Incoming.Free()
+			}()
+			tt.f()
+		})
+	}
+}
+
+func TestLifterValidates(t *testing.T) {
+	s := &Scope{}
+	defer s.Free()
+	good, gm := s.Alloc(4, 1)
+	copy(gm, "\xff\xfeok")
+	var pair [8]byte
+	check := func(ptr, n uint32, want string) {
+		t.Helper()
+		PutU32(pair[:], 0, ptr)
+		PutU32(pair[:], 4, n)
+		l := Lifter{M: s}
+		l.String(pair[:], 0, "f")
+		if l.Err == nil || !strings.Contains(l.Err.Error(), want) {
+			t.Errorf("String(%#x, %d) err = %v, want %q", ptr, n, l.Err, want)
+		}
+	}
+	check(good, 4, "invalid UTF-8")
+	check(good, 5, "not memory the host allocated")
+	check(0x7fff_0000, 1, "not memory the host allocated")
+	check(good, 1<<28, "2^28-1")
+
+	// A list of 8-byte elements at an odd address is misaligned.
+	l := Lifter{M: s}
+	PutU32(pair[:], 0, good+1)
+	PutU32(pair[:], 4, 1)
+	l.List(pair[:], 0, U64, "list<u64>")
+	if l.Err == nil || !strings.Contains(l.Err.Error(), "aligned") {
+		t.Errorf("misaligned list err = %v", l.Err)
+	}
+	// Discriminant out of range.
+	l = Lifter{M: s}
+	if l.Case([]byte{3}, 0, 2, "option"); l.Err == nil {
+		t.Error("discriminant 3 of 2 cases accepted")
+	}
+}
+
+func TestLowerStrings(t *testing.T) {
+	s := &Scope{}
+	defer s.Free()
+	p, n := s.Strs([]string{"a", "", "héllo"})
+	if n != 3 {
+		t.Fatalf("len %d", n)
+	}
+	arr, ok := s.Load(p, 24)
+	if !ok {
+		t.Fatal("list not loadable")
+	}
+	l := Lifter{M: s}
+	var got []string
+	for i := uint32(0); i < 3; i++ {
+		got = append(got, l.String(arr, i*8, "e"))
+	}
+	if l.Err != nil || !slices.Equal(got, []string{"a", "", "héllo"}) {
+		t.Errorf("round trip = %q, %v", got, l.Err)
+	}
+}

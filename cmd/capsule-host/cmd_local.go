@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/host/engine"
+	"github.com/capsule-host/capsule-host/host/engine/wazero"
+	"github.com/capsule-host/capsule-host/host/manifest"
+	"github.com/capsule-host/capsule-host/registry"
+	"github.com/capsule-host/capsule-host/wit"
+)
+
+func init() {
+	commands = append(commands,
+		&command{
+			name: "validate", args: "DIR", summary: "check a capsule: manifest, module checksum, imports, tools", minArgs: 1, maxArgs: 1,
+			help: `Checks the capsule in DIR the way serve would load it: the Capsule.toml
+(strictly: unknown keys and wrong types are errors), the module's pinned
+SHA-256, every import against the contract versions this binary serves,
+and the tools the module describes. Problems are printed as
+file:line: message and the exit code is 1. Backends and launch profiles
+are accepted here; the daemon checks them against its config.`,
+			run: runValidate,
+		},
+		&command{
+			name: "wit", args: "[VERSION]", summary: "print the embedded WIT contract", maxArgs: 1,
+			help: `Prints the WIT contract compiled into this binary: every released package
+version, or those matching VERSION ("1.1.0", "1.1", "process",
+"process@1.0.0", "guest"). --list lists the versions only. Use the output
+with wit-bindgen to write a capsule in any language.`,
+			flags: func(fs *flag.FlagSet, o *opts) {
+				fs.BoolVar(&o.list, "list", false, "list the package versions instead of printing them")
+			},
+			run: runWIT,
+		},
+		&command{
+			name: "version", args: "", summary: "print the version, the engines compiled in and the contract versions served", maxArgs: 0,
+			run: runVersion,
+		},
+		&command{
+			name: "token", args: "", summary: "generate a bearer token and the hash to put in the host config", maxArgs: 0,
+			help: `Generates a random bearer token (256 bits) for the loopback TCP listener
+and prints it with its SHA-256. Put the hash in the host config under
+[principals.NAME] token_sha256; give the token to the caller (for example
+as $CAPSULE_HOST_TOKEN). The daemon never stores the token itself.`,
+			run: runToken,
+		},
+	)
+}
+
+// validateReport is validate's --json output.
+type validateReport struct {
+	Dir      string          `json:"dir"`
+	OK       bool            `json:"ok"`
+	Capsule  string          `json:"capsule,omitempty"`
+	Version  string          `json:"version,omitempty"`
+	Module   string          `json:"module,omitempty"`
+	SHA256   string          `json:"sha256,omitempty"`
+	Imports  []validateGroup `json:"imports,omitempty"`
+	Tools    []string        `json:"tools,omitempty"`
+	Problems []string        `json:"problems,omitempty"`
+}
+
+type validateGroup struct {
+	Module    string `json:"module"`
+	Functions int    `json:"functions"`
+	Status    string `json:"status"`
+}
+
+func runValidate(e *env, o *opts, args []string) error {
+	dir, err := filepath.Abs(args[0])
+	if err != nil {
+		return err
+	}
+	rep := validateReport{Dir: dir}
+	problem := func(err error) {
+		var me *manifest.Error
+		if errors.As(err, &me) {
+			rep.Problems = append(rep.Problems, me.Error())
+			return
+		}
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", filepath.Join(dir, manifest.FileName), err))
+	}
+	validateCapsule(e.ctx, dir, &rep, problem)
+	rep.OK = len(rep.Problems) == 0
+	if e.g.json {
+		if err := printJSON(e.stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printValidate(e.stdout, e.stderr, &rep)
+	}
+	if !rep.OK {
+		return &exitError{code: exitFailed}
+	}
+	return nil
+}
+
+func validateCapsule(ctx context.Context, dir string, rep *validateReport, problem func(error)) {
+	m, err := manifest.Load(dir)
+	if err != nil {
+		problem(err)
+		return
+	}
+	rep.Capsule, rep.Version, rep.Module = m.Name, m.Version, m.Module
+	mp, err := m.ModulePath()
+	if err != nil {
+		problem(err)
+		return
+	}
+	wasm, err := os.ReadFile(mp)
+	if err != nil {
+		problem(m.Errorf("capsule.module", "%v", err))
+		return
+	}
+	sum := sha256.Sum256(wasm)
+	rep.SHA256 = hex.EncodeToString(sum[:])
+	if rep.SHA256 != m.SHA256 {
+		problem(m.Errorf("capsule.sha256", "the module's SHA-256 is %s; the manifest pins %s", rep.SHA256, m.SHA256))
+	}
+
+	// The import listing, from the module itself.
+	eng, err := wazero.New(ctx, engine.EngineConfig{}, nil)
+	if err != nil {
+		problem(err)
+		return
+	}
+	defer eng.Close(ctx)
+	mod, err := eng.Compile(ctx, wasm)
+	if err != nil {
+		problem(m.Errorf("capsule.module", "not a valid wasm module: %v", err))
+		return
+	}
+	served := map[string]bool{}
+	for _, p := range wit.Packages() {
+		served[p.Name+"@"+p.Version] = true
+	}
+	count := map[string]int{}
+	for _, imp := range mod.Imports() {
+		count[imp.Module]++
+	}
+	mods := make([]string, 0, len(count))
+	for k := range count {
+		mods = append(mods, k)
+	}
+	sort.Strings(mods)
+	for _, mn := range mods {
+		st := "not served"
+		switch {
+		case mn == "wasi_snapshot_preview1":
+			st = "granted (WASI preview1: no files, empty args and env)"
+		default:
+			if pkg, ver, ok := witModule(mn); ok && served[pkg+"@"+ver] {
+				st = "served"
+				if d, ok := m.Imports[pkg]; ok {
+					st += fmt.Sprintf(" (manifest: %q = %q)", pkg, d)
+				} else {
+					st += " (not declared in [imports])"
+				}
+			}
+		}
+		rep.Imports = append(rep.Imports, validateGroup{Module: mn, Functions: count[mn], Status: st})
+	}
+	_ = mod.Close(ctx)
+
+	// The real load, in a scratch host with nothing to run processes:
+	// import signatures, exports, policy and describe, exactly as serve.
+	tmp, err := os.MkdirTemp("", "capsule-host-validate-")
+	if err != nil {
+		problem(err)
+		return
+	}
+	defer os.RemoveAll(tmp)
+	reg, err := registry.New(registry.Config{StateDir: tmp, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		problem(err)
+		return
+	}
+	defer reg.Shutdown(context.WithoutCancel(ctx))
+	var profiles []string
+	if m.Capabilities.Profile != "" {
+		profiles = []string{m.Capabilities.Profile}
+	}
+	h, err := host.New(ctx, host.Config{
+		Registry: reg, StateDir: tmp, Logger: slog.New(slog.DiscardHandler),
+		Backends: []string{"local", "bwrap", "oci"}, Profiles: profiles, AllowNetwork: true,
+	})
+	if err != nil {
+		problem(err)
+		return
+	}
+	defer h.Close(context.WithoutCancel(ctx))
+	c, err := h.Load(ctx, dir)
+	if err != nil {
+		problem(err)
+		return
+	}
+	for _, t := range c.Tools() {
+		rep.Tools = append(rep.Tools, t.Name)
+	}
+}
+
+// witModule splits "capsule:process/host@1.1.0".
+func witModule(mod string) (pkg, ver string, ok bool) {
+	left, ver, ok := strings.Cut(mod, "@")
+	if !ok {
+		return "", "", false
+	}
+	pkg, _, ok = strings.Cut(left, "/")
+	return pkg, ver, ok
+}
+
+func printValidate(out, errw io.Writer, rep *validateReport) {
+	if rep.Capsule != "" {
+		fmt.Fprintf(out, "capsule  %s %s\n", rep.Capsule, rep.Version)
+	}
+	if rep.Module != "" {
+		fmt.Fprintf(out, "module   %s (sha256 %s)\n", rep.Module, abbreviate(rep.SHA256, 16))
+	}
+	if len(rep.Imports) > 0 {
+		fmt.Fprintln(out)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "IMPORT MODULE\tFUNCTIONS\tSTATUS")
+		for _, g := range rep.Imports {
+			fmt.Fprintf(tw, "%s\t%d\t%s\n", g.Module, g.Functions, g.Status)
+		}
+		tw.Flush()
+	}
+	if len(rep.Tools) > 0 {
+		fmt.Fprintf(out, "\ntools    %s\n", strings.Join(rep.Tools, ", "))
+	}
+	if rep.Capsule != "" {
+		var ids []string
+		for _, p := range wit.Packages() {
+			ids = append(ids, p.ID())
+		}
+		fmt.Fprintf(out, "served   %s\n", strings.Join(ids, ", "))
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintln(errw, p)
+	}
+	if rep.OK {
+		fmt.Fprintf(out, "\nok: %s is a valid capsule\n", rep.Dir)
+	} else {
+		fmt.Fprintf(errw, "%s\n", plural(len(rep.Problems), "problem", "problems"))
+	}
+}
+
+func runWIT(e *env, o *opts, args []string) error {
+	sel := ""
+	if len(args) == 1 {
+		sel = args[0]
+	}
+	pkgs, err := wit.Find(sel)
+	if err != nil {
+		return err
+	}
+	if o.list || e.g.json {
+		type entry struct {
+			Package string   `json:"package"`
+			Version string   `json:"version"`
+			Files   []string `json:"files"`
+		}
+		var list []entry
+		for _, p := range pkgs {
+			list = append(list, entry{p.Name, p.Version, p.Files})
+		}
+		if e.g.json {
+			return printJSON(e.stdout, list)
+		}
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PACKAGE\tVERSION\tFILES")
+		for _, p := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Package, p.Version, strings.Join(p.Files, " "))
+		}
+		return tw.Flush()
+	}
+	for i, p := range pkgs {
+		for j, f := range p.Files {
+			b, err := fs.ReadFile(wit.FS, f)
+			if err != nil {
+				return err
+			}
+			if len(pkgs) > 1 || len(p.Files) > 1 {
+				if i > 0 || j > 0 {
+					fmt.Fprintln(e.stdout)
+				}
+				fmt.Fprintf(e.stdout, "// ---- wit/%s ----\n", f)
+			}
+			if _, err := e.stdout.Write(b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// versionInfo is version's --json output.
+type versionInfo struct {
+	Version       string   `json:"version"`
+	Go            string   `json:"go"`
+	Platform      string   `json:"platform"`
+	Engines       []string `json:"engines"`
+	DefaultEngine string   `json:"default_engine"`
+	Contracts     []string `json:"contracts"`
+}
+
+func runVersion(e *env, o *opts, _ []string) error {
+	v := versionInfo{
+		Version: binVersion(), Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		Engines: host.Engines(), DefaultEngine: "wazero",
+	}
+	for _, p := range wit.Packages() {
+		v.Contracts = append(v.Contracts, p.ID())
+	}
+	if e.g.json {
+		return printJSON(e.stdout, v)
+	}
+	fmt.Fprintf(e.stdout, "capsule-host %s (%s, %s)\n", v.Version, v.Go, v.Platform)
+	eng := make([]string, len(v.Engines))
+	for i, n := range v.Engines {
+		eng[i] = n
+		if n == v.DefaultEngine {
+			eng[i] += " (default)"
+		}
+	}
+	fmt.Fprintf(e.stdout, "engines:   %s\n", strings.Join(eng, ", "))
+	fmt.Fprintf(e.stdout, "contracts: %s\n", strings.Join(v.Contracts, ", "))
+	return nil
+}
+
+func runToken(e *env, o *opts, _ []string) error {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	tok := base64.RawURLEncoding.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(tok))
+	h := hex.EncodeToString(sum[:])
+	if e.g.json {
+		return printJSON(e.stdout, map[string]string{"token": tok, "sha256": h})
+	}
+	fmt.Fprintf(e.stdout, "token:  %s\nsha256: %s\n\nIn capsule-host.toml:\n\n  [principals.NAME]\n  token_sha256 = [\"%s\"]\n\nGive the token to the caller (CAPSULE_HOST_TOKEN); it is not stored anywhere.\n", tok, h, h)
+	return nil
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
+)
+
+func init() {
+	commands = append(commands, &command{
+		name: "serve", args: "[flags]", summary: "run the daemon: load capsules and answer the API on a unix socket",
+		help: `Loads the capsules of the host config (with no config: the bundled
+capsules, the local backend, the socket only) and answers the HTTP/JSON API
+on a unix socket created with mode 0600. The default socket is
+$XDG_RUNTIME_DIR/capsule-host/capsule-host.sock, else
+<state dir>/capsule-host.sock. An optional loopback TCP listener with bearer
+tokens is enabled by [tcp] listen in the config.
+
+On SIGTERM or SIGINT the daemon stops accepting calls, lets in-flight calls
+finish for shutdown_grace (then cancels them), stops every persistent
+process (they do not survive a restart) and logs what it stopped, removes
+the socket, and exits 0.`,
+		flags: func(fs *flag.FlagSet, o *opts) {
+			fs.StringVar(&o.stateDir, "state-dir", "", "state `dir` (overrides the config's state_dir)")
+		},
+		run: runServe,
+	})
+}
+
+func runServe(e *env, o *opts, _ []string) error {
+	cfg, err := loadConfig(e)
+	if err != nil {
+		return err
+	}
+	if o.stateDir != "" {
+		cfg.SetStateDir(o.stateDir)
+	}
+	if e.g.socket != "" {
+		cfg.Socket = e.g.socket
+	}
+	lg, err := newLogger(e.stderr, e.g, cfg)
+	if err != nil {
+		return err
+	}
+	if err := daemon.CheckEngine(pick(e.g.engine, cfg.Engine)); err != nil {
+		return err
+	}
+	sock, err := daemon.ListenSocket(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	var tcp net.Listener
+	if cfg.TCP.Listen != "" {
+		tcp, err = net.Listen("tcp", cfg.TCP.Listen)
+		if err != nil {
+			sock.Close()
+			return fmt.Errorf("listening on %s: %w", cfg.TCP.Listen, err)
+		}
+	}
+	rt, err := daemon.Open(e.ctx, cfg, daemon.Options{Engine: e.g.engine, Bundled: bundledFS, Version: binVersion(), Log: lg})
+	if err != nil {
+		sock.Close()
+		if tcp != nil {
+			tcp.Close()
+		}
+		return err
+	}
+	return daemon.Serve(e.ctx, rt, sock, tcp, cfg.ShutdownGrace.D())
+}
+
+func pick(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/capsule-host/capsule-host/host"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	"github.com/capsule-host/capsule-host/host/config"
+)
+
+// loadConfig finds the host config: --config, else $CAPSULE_HOST_CONFIG,
+// else the XDG path if that file exists, else the built-in defaults.
+func loadConfig(e *env) (*config.Config, error) {
+	path := e.g.config
+	explicit := path != ""
+	if path == "" {
+		path = os.Getenv("CAPSULE_HOST_CONFIG")
+		explicit = path != ""
+	}
+	if path == "" {
+		path = config.DefaultPath()
+	}
+	if path != "" {
+		c, err := config.Load(path)
+		if err == nil {
+			return c, nil
+		}
+		if explicit || !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return config.Default(), nil
+}
+
+// socketPath is where the client looks for the daemon: --socket, else
+// $CAPSULE_HOST_SOCKET, else the config's socket (which defaults the same
+// way serve does).
+func socketPath(e *env) (string, error) {
+	if e.g.socket != "" {
+		return e.g.socket, nil
+	}
+	if s := os.Getenv("CAPSULE_HOST_SOCKET"); s != "" {
+		return s, nil
+	}
+	c, err := loadConfig(e)
+	if err != nil {
+		return "", err
+	}
+	return c.Socket, nil
+}
+
+// client returns an API client for the daemon: loopback TCP with
+// $CAPSULE_HOST_TOKEN when --tcp is given, else the unix socket.
+func client(e *env) (*api.Client, error) {
+	if e.g.tcp != "" {
+		tok := os.Getenv("CAPSULE_HOST_TOKEN")
+		if tok == "" {
+			return nil, usagef("--tcp needs the bearer token in $CAPSULE_HOST_TOKEN (never on the command line, where ps would show it)")
+		}
+		return api.NewTCP(e.g.tcp, tok), nil
+	}
+	p, err := socketPath(e)
+	if err != nil {
+		return nil, err
+	}
+	return api.NewUnix(p), nil
+}
+
+// newLogger builds the daemon's slog logger: text for people, JSON with
+// --log-json or log.json.
+func newLogger(w io.Writer, g *globals, cfg *config.Config) (*slog.Logger, error) {
+	lvl := cfg.Log.Level
+	if g.logLevel != "" {
+		lvl = g.logLevel
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(lvl))); err != nil {
+		return nil, usagef("log level %q: want debug, info, warn or error", lvl)
+	}
+	o := &slog.HandlerOptions{Level: l}
+	if g.logJSON || cfg.Log.JSON {
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, o)), nil
+}
+
+// parseJSONArg checks a JSON argument early, so a shell-quoting mistake
+// is a usage error here, not a tool error later.
+func parseJSONArg(s string) ([]byte, error) {
+	b := []byte(strings.TrimSpace(s))
+	if len(b) == 0 {
+		return []byte("{}"), nil
+	}
+	if !json.Valid(b) {
+		return nil, usagef("input is not valid JSON: %s", abbreviate(s, 60))
+	}
+	return b, nil
+}
+
+func abbreviate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// hostEngines lists the engines compiled in (tests use it to tell the
+// build legs apart).
+func hostEngines() []string { return host.Engines() }

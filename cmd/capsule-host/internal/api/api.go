@@ -1,0 +1,163 @@
+// Package api is the wire format of the capsule-host daemon: HTTP/JSON
+// over a unix socket (and optionally loopback TCP with bearer tokens).
+// Server and client share these types so they cannot drift.
+//
+// Endpoints (all under /v1):
+//
+//	GET  /v1/health                       Health
+//	GET  /v1/capsules                     CapsuleList
+//	GET  /v1/capsules/{name}              Capsule
+//	POST /v1/call                         CallRequest → CallResponse
+//	GET  /v1/processes?capsule=&principal= ProcessList
+//	GET  /v1/processes/{id}               Process
+//	GET  /v1/processes/{id}/logs?stream=stdout|stderr&cursor=&max=&follow=1
+//	                                      LogChunk (follow: one JSON LogChunk per line)
+//	POST /v1/processes/{id}/stop          StopRequest → StopResponse
+//
+// Every error is an ErrorResponse with a stable Code.
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// Health is the answer of GET /v1/health.
+type Health struct {
+	Status    string   `json:"status"` // "ok" or "shutting-down"
+	Version   string   `json:"version"`
+	Engine    string   `json:"engine"`
+	Contracts []string `json:"contracts"`
+	Capsules  int      `json:"capsules"`
+	UptimeMS  int64    `json:"uptime_ms"`
+	// Principal is the caller's principal on TCP, "" on the socket
+	// (operator).
+	Principal string `json:"principal,omitempty"`
+}
+
+// Tool is one tool of a capsule.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+// Capsule is one loaded capsule and its tools.
+type Capsule struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Tools   []Tool `json:"tools"`
+}
+
+// CapsuleList is the answer of GET /v1/capsules.
+type CapsuleList struct {
+	Capsules []Capsule `json:"capsules"`
+}
+
+// CallRequest is a tool call. Input is the tool's JSON input (default
+// {}). Principal is who the call acts for; on TCP it must be empty or the
+// token's principal.
+type CallRequest struct {
+	Capsule   string          `json:"capsule"`
+	Tool      string          `json:"tool"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Principal string          `json:"principal,omitempty"`
+}
+
+// CallResponse is a successful call. Output is the tool's output: JSON when
+// the tool returned JSON, else a JSON string. Instance is the pooled
+// instance that served the call.
+type CallResponse struct {
+	Output     json.RawMessage `json:"output"`
+	Instance   uint64          `json:"instance"`
+	DurationMS int64           `json:"duration_ms"`
+}
+
+// Exit mirrors the contract's exit-info.
+type Exit struct {
+	Code   *int32 `json:"code,omitempty"`
+	Signal *int32 `json:"signal,omitempty"`
+}
+
+// Process is the operator view of one persistent process.
+type Process struct {
+	ID            string  `json:"id"`
+	IDHash        string  `json:"id_hash"`
+	Capsule       string  `json:"capsule"`
+	Principal     string  `json:"principal"`
+	Label         string  `json:"label,omitempty"`
+	Command       string  `json:"command"`
+	PID           *uint32 `json:"pid,omitempty"`
+	Phase         string  `json:"phase"` // starting, running, exited
+	Exit          *Exit   `json:"exit,omitempty"`
+	Reason        string  `json:"reason,omitempty"` // self-exit, stopped, killed, lifetime, idle, evicted, removed
+	AgeMS         int64   `json:"age_ms"`
+	IdleMS        int64   `json:"idle_ms"`
+	BufferedBytes uint64  `json:"buffered_bytes"`
+	BytesDropped  uint64  `json:"bytes_dropped"`
+	StdinOpen     bool    `json:"stdin_open"`
+	CPUMS         *int64  `json:"cpu_ms,omitempty"`
+	MemPeakBytes  *uint64 `json:"mem_peak_bytes,omitempty"`
+}
+
+// ProcessList is the answer of GET /v1/processes.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}
+
+// LogChunk is a slice of one output stream. Data is base64 in JSON, so
+// output stays byte-faithful. Next is the cursor for the following read.
+type LogChunk struct {
+	Data         []byte `json:"data"`
+	Next         string `json:"next"`
+	BytesDropped uint64 `json:"bytes_dropped"`
+	EOF          bool   `json:"eof"`
+}
+
+// StopRequest asks for a graceful stop: SIGTERM, then SIGKILL after
+// GraceMS (nil: the host default; capped by the host).
+type StopRequest struct {
+	GraceMS *int64 `json:"grace_ms,omitempty"`
+}
+
+// StopResponse carries the exit of the stopped process.
+type StopResponse struct {
+	Exit Exit `json:"exit"`
+}
+
+// Error codes. They are stable: clients switch on them.
+const (
+	CodeInvalidRequest = "invalid-request"
+	CodeUnauthorized   = "unauthorized"
+	CodeForbidden      = "forbidden"
+	CodeNoSuchCapsule  = "no-such-capsule"
+	CodeNoSuchTool     = "no-such-tool"
+	CodeNoSuchProcess  = "no-such-process"
+	CodeToolError      = "tool-error"
+	CodeTimeout        = "timeout"
+	CodeTrap           = "trap"
+	CodeCancelled      = "cancelled"
+	CodeShuttingDown   = "shutting-down"
+	CodeInternal       = "internal"
+)
+
+// ErrorBody is one error.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrorResponse is the body of every non-2xx answer.
+type ErrorResponse struct {
+	Error ErrorBody `json:"error"`
+}
+
+// IDHash is the short hash that stands for a process ID in logs and
+// progress lines: the first 12 hex digits of SHA-256(ID). It identifies a
+// process for an operator who knows the ID without revealing the ID (the
+// ID is a capability; logs are read by more people than hold it).
+func IDHash(id string) string {
+	s := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(s[:6])
+}

@@ -1,0 +1,218 @@
+// Package daemon is the capsule-host daemon: it builds the host, the
+// registry and the backends from the host config, and answers the HTTP/JSON
+// API (package api) on a unix socket and, optionally, loopback TCP.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/bundled"
+	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/host/config"
+	"github.com/capsule-host/capsule-host/registry"
+)
+
+// Options are what the command line adds to the config.
+type Options struct {
+	// Engine overrides the config's engine ("" : keep).
+	Engine string
+	// Bundled is the capsules compiled into the binary (nil: none).
+	Bundled fs.FS
+	// Version is the binary's version, reported by health.
+	Version string
+	Log     *slog.Logger
+}
+
+// Runtime is one host with its registry and backends.
+type Runtime struct {
+	Config   *config.Config
+	Host     *host.Host
+	Registry *registry.Registry
+	Engine   string
+	Version  string
+	Log      *slog.Logger
+	Started  time.Time
+}
+
+// Open builds the runtime and loads every capsule: the bundled ones (when
+// enabled), then the config's directories, which may replace a bundled
+// capsule of the same name. A capsule that fails to load fails Open: a
+// daemon that silently serves fewer tools than configured is worse than
+// one that does not start.
+func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err error) {
+	lg := o.Log
+	if lg == nil {
+		lg = slog.New(slog.DiscardHandler)
+	}
+	engine := cfg.Engine
+	if o.Engine != "" {
+		engine = o.Engine
+	}
+	if err := CheckEngine(engine); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{cfg.StateDir, cfg.WorkspaceRoot} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	backends, err := buildBackends(ctx, cfg, lg)
+	if err != nil {
+		return nil, err
+	}
+	rcfg := registry.Config{
+		Backends: backends,
+		StateDir: filepath.Join(cfg.StateDir, "processes"),
+		Quotas: registry.Quotas{
+			MaxConcurrent: cfg.Quotas.MaxConcurrent,
+			MaxRetained:   cfg.Quotas.MaxRetained,
+			MaxEntries:    cfg.Quotas.MaxEntries,
+		},
+		Defaults: registry.Defaults{
+			LogRingBytes:  cfg.Processes.LogRingBytes,
+			SpillBytes:    cfg.Processes.SpillBytes,
+			MaxLifetime:   cfg.Processes.MaxLifetime.D(),
+			IdleTimeout:   cfg.Processes.IdleTimeout.D(),
+			ExitRetention: cfg.Processes.ExitRetention.D(),
+			WaitCap:       cfg.Processes.WaitCap.D(),
+			StopGrace:     cfg.Processes.StopGrace.D(),
+			StopGraceCap:  cfg.Processes.StopGraceCap.D(),
+		},
+		Logger: lg.With("component", "registry"),
+	}
+	if err := os.MkdirAll(rcfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", rcfg.StateDir, err)
+	}
+	reg, err := registry.New(rcfg)
+	if err != nil {
+		return nil, fmt.Errorf("starting the process registry: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = reg.Shutdown(sctx)
+		}
+	}()
+	names := make([]string, 0, len(backends))
+	for n := range backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	h, err := host.New(ctx, host.Config{
+		Engine:        engine,
+		Registry:      reg,
+		StateDir:      cfg.StateDir,
+		WorkspaceRoot: cfg.WorkspaceRoot,
+		Logger:        lg.With("component", "host"),
+		CallTimeout:   cfg.CallTimeout.D(),
+		HostQuotas:    rcfg.Quotas,
+		Backends:      names,
+		Profiles:      cfg.ProfileNames(),
+		AllowNetwork:  cfg.AllowNetwork,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the host: %w", err)
+	}
+	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now()}
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = h.Close(sctx)
+		}
+	}()
+	var dirs []string
+	if *cfg.Bundled && o.Bundled != nil {
+		bd, err := bundled.Extract(o.Bundled, filepath.Join(cfg.StateDir, "capsules"))
+		if err != nil {
+			return nil, err
+		}
+		dirs = append(dirs, bd...)
+	}
+	dirs = append(dirs, cfg.Capsules...)
+	for _, d := range dirs {
+		c, err := h.Load(ctx, d)
+		if err != nil {
+			return nil, fmt.Errorf("loading capsule %s: %w", d, err)
+		}
+		lg.Info("capsule loaded", "capsule", c.Name(), "version", c.Manifest.Version, "tools", len(c.Tools()), "dir", d)
+	}
+	return rt, nil
+}
+
+// CheckEngine refuses an engine this binary was not built with, saying
+// how to get it.
+func CheckEngine(name string) error {
+	for _, e := range host.Engines() {
+		if e == name {
+			return nil
+		}
+	}
+	if name == "wasmtime" {
+		return fmt.Errorf("engine %q is not compiled into this binary: build it with `CGO_ENABLED=1 go build -tags wasmtime ./cmd/capsule-host` (engines here: %v)", name, host.Engines())
+	}
+	return fmt.Errorf("unknown engine %q (engines compiled in: %v)", name, host.Engines())
+}
+
+// CapsuleViews lists the loaded capsules and their tools, sorted by name.
+func (rt *Runtime) CapsuleViews() []api.Capsule {
+	caps := rt.Host.Capsules()
+	out := make([]api.Capsule, 0, len(caps))
+	for _, c := range caps {
+		v := api.Capsule{Name: c.Name(), Version: c.Manifest.Version, Tools: []api.Tool{}}
+		for _, t := range c.Tools() {
+			tv := api.Tool{Name: t.Name, Description: t.Description}
+			if t.InputSchema != "" {
+				if json.Valid([]byte(t.InputSchema)) {
+					tv.InputSchema = json.RawMessage(t.InputSchema)
+				} else {
+					b, _ := json.Marshal(t.InputSchema)
+					tv.InputSchema = b
+				}
+			}
+			v.Tools = append(v.Tools, tv)
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Close ends the runtime: the host first (no more calls; instance-owned
+// ephemeral processes are reaped), then every persistent process is
+// stopped, each one logged, because processes do not survive a restart
+// yet and an operator must be able to see what was stopped.
+func (rt *Runtime) Close(ctx context.Context) error {
+	live := rt.Registry.OperatorList(registry.OperatorFilter{})
+	n := 0
+	for _, in := range live {
+		if in.Phase == registry.PhaseExited {
+			continue
+		}
+		n++
+		rt.Log.Info("stopping persistent process for shutdown", "capsule", in.Capsule, "principal", in.Principal, "process", api.IDHash(in.ID), "label", in.Label)
+	}
+	rt.Log.Info("stopping persistent processes: they do not survive a daemon restart", "running", n, "retained", len(live))
+	var errs []error
+	if err := rt.Host.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("closing the host: %w", err))
+	}
+	if err := rt.Registry.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("stopping persistent processes: %w", err))
+		rt.Log.Error("stopping persistent processes failed", "err", err)
+	} else {
+		rt.Log.Info("persistent processes stopped", "stopped", n)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,533 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/registry"
+	"github.com/capsule-host/capsule-host/wit"
+)
+
+// maxBody bounds a request body (a tool input); larger is refused.
+const maxBody = 8 << 20
+
+// followPoll is how often a follow stream looks for new output, and
+// followKeepalive how often it sends an empty chunk when there is none (so
+// a dead client is noticed and a live one sees progress).
+const (
+	followPoll      = 100 * time.Millisecond
+	followKeepalive = 5 * time.Second
+	defaultReadMax  = 64 << 10
+)
+
+// Server answers the HTTP/JSON API over a Runtime.
+type Server struct {
+	rt  *Runtime
+	log *slog.Logger
+
+	// tokens maps the SHA-256 of a bearer token to its principal (TCP only).
+	tokens map[[32]byte]string
+
+	mu       sync.Mutex
+	draining bool
+	// stopping is closed when shutdown starts: follow streams end.
+	stopping chan struct{}
+}
+
+// NewServer returns the API over rt.
+func NewServer(rt *Runtime) *Server {
+	s := &Server{rt: rt, log: rt.Log, tokens: map[[32]byte]string{}, stopping: make(chan struct{})}
+	for name, p := range rt.Config.Principals {
+		for _, h := range p.TokenSHA256 {
+			var k [32]byte
+			if b, err := hex.DecodeString(h); err == nil && len(b) == 32 {
+				copy(k[:], b)
+				s.tokens[k] = name
+			}
+		}
+	}
+	return s
+}
+
+// beginDrain marks the server as shutting down: new calls get
+// shutting-down, follow streams end.
+func (s *Server) beginDrain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.draining {
+		s.draining = true
+		close(s.stopping)
+	}
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+// who is the authenticated caller of a request.
+type who struct {
+	tcp       bool   // came over TCP: scoped to principal
+	principal string // TCP: the token's principal
+}
+
+type whoKey struct{}
+
+func whoFrom(r *http.Request) who {
+	w, _ := r.Context().Value(whoKey{}).(who)
+	return w
+}
+
+// Handler returns the API for the unix socket: its peers passed the
+// socket's 0600 mode, so they are the operator and may name any principal.
+func (s *Server) Handler() http.Handler { return s.mux() }
+
+// TCPHandler returns the API for the loopback listener: every request
+// needs a bearer token, which fixes the principal.
+func (s *Server) TCPHandler() http.Handler {
+	m := s.mux()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || tok == "" {
+			writeErr(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing bearer token (Authorization: Bearer TOKEN)")
+			return
+		}
+		p, ok := s.principalFor(tok)
+		if !ok {
+			s.log.Warn("rejected a TCP request with an unknown token", "remote", r.RemoteAddr, "path", r.URL.Path)
+			writeErr(w, http.StatusUnauthorized, api.CodeUnauthorized, "unknown token")
+			return
+		}
+		ctx := context.WithValue(r.Context(), whoKey{}, who{tcp: true, principal: p})
+		m.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// principalFor compares the token's hash with every configured hash in
+// constant time, so response timing says nothing about near misses.
+func (s *Server) principalFor(tok string) (string, bool) {
+	h := sha256.Sum256([]byte(tok))
+	found := ""
+	for k, p := range s.tokens {
+		if subtle.ConstantTimeCompare(h[:], k[:]) == 1 {
+			found = p
+		}
+	}
+	return found, found != ""
+}
+
+func (s *Server) mux() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /v1/health", s.health)
+	m.HandleFunc("GET /v1/capsules", s.capsules)
+	m.HandleFunc("GET /v1/capsules/{name}", s.capsule)
+	m.HandleFunc("POST /v1/call", s.call)
+	m.HandleFunc("GET /v1/processes", s.processes)
+	m.HandleFunc("GET /v1/processes/{id}", s.process)
+	m.HandleFunc("GET /v1/processes/{id}/logs", s.logs)
+	m.HandleFunc("POST /v1/processes/{id}/stop", s.stop)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeErr(w, http.StatusNotFound, api.CodeInvalidRequest, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return m
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	st := "ok"
+	if s.isDraining() {
+		st = "shutting-down"
+	}
+	var contracts []string
+	for _, p := range wit.Packages() {
+		contracts = append(contracts, p.ID())
+	}
+	writeJSON(w, http.StatusOK, api.Health{
+		Status:    st,
+		Version:   s.rt.Version,
+		Engine:    s.rt.Engine,
+		Contracts: contracts,
+		Capsules:  len(s.rt.Host.Capsules()),
+		UptimeMS:  time.Since(s.rt.Started).Milliseconds(),
+		Principal: whoFrom(r).principal,
+	})
+}
+
+func (s *Server) capsules(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.CapsuleList{Capsules: s.rt.CapsuleViews()})
+}
+
+func (s *Server) capsule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	for _, c := range s.rt.CapsuleViews() {
+		if c.Name == name {
+			writeJSON(w, http.StatusOK, c)
+			return
+		}
+	}
+	writeErr(w, http.StatusNotFound, api.CodeNoSuchCapsule, fmt.Sprintf("no capsule %q is loaded", name))
+}
+
+func (s *Server) call(w http.ResponseWriter, r *http.Request) {
+	if s.isDraining() {
+		writeErr(w, http.StatusServiceUnavailable, api.CodeShuttingDown, "the daemon is shutting down")
+		return
+	}
+	var req api.CallRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "call body: "+err.Error())
+		return
+	}
+	if req.Capsule == "" || req.Tool == "" {
+		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "call body: capsule and tool are required")
+		return
+	}
+	if len(req.Input) == 0 {
+		req.Input = json.RawMessage("{}")
+	}
+	if len(req.Input) > maxBody {
+		writeErr(w, http.StatusRequestEntityTooLarge, api.CodeInvalidRequest, fmt.Sprintf("tool input exceeds %d bytes", maxBody))
+		return
+	}
+	wh := whoFrom(r)
+	if wh.tcp {
+		if req.Principal != "" && req.Principal != wh.principal {
+			s.log.Warn("refused a call naming another principal", "capsule", req.Capsule, "tool", req.Tool, "principal", wh.principal, "asked_for", req.Principal)
+			writeErr(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("your token is for principal %q; it cannot act as %q", wh.principal, req.Principal))
+			return
+		}
+		req.Principal = wh.principal
+	}
+	ctx := r.Context()
+	if req.Principal != "" {
+		ctx = host.WithPrincipal(ctx, req.Principal)
+	}
+	start := time.Now()
+	res, err := s.rt.Host.Call(ctx, req.Capsule, req.Tool, string(req.Input))
+	d := time.Since(start)
+	lg := s.log.With("capsule", req.Capsule, "tool", req.Tool, "principal", req.Principal, "ms", d.Milliseconds())
+	if err != nil {
+		status, code := classifyCall(err)
+		lg.Info("call failed", "code", code, "err", err)
+		writeErr(w, status, code, err.Error())
+		return
+	}
+	lg.Debug("call", "instance", res.Instance)
+	out := json.RawMessage(res.Output)
+	if !json.Valid(out) {
+		b, _ := json.Marshal(res.Output)
+		out = b
+	}
+	writeJSON(w, http.StatusOK, api.CallResponse{Output: out, Instance: res.Instance, DurationMS: d.Milliseconds()})
+}
+
+// classifyCall maps the host's typed errors to HTTP status and API code.
+func classifyCall(err error) (int, string) {
+	var te *host.ToolError
+	switch {
+	case errors.As(err, &te):
+		return http.StatusUnprocessableEntity, api.CodeToolError
+	case errors.Is(err, host.ErrUnknownCapsule):
+		return http.StatusNotFound, api.CodeNoSuchCapsule
+	case errors.Is(err, host.ErrUnknownTool):
+		return http.StatusNotFound, api.CodeNoSuchTool
+	case errors.Is(err, host.ErrInvalidPrincipal):
+		return http.StatusBadRequest, api.CodeInvalidRequest
+	case errors.Is(err, host.ErrTimeout):
+		return http.StatusGatewayTimeout, api.CodeTimeout
+	case errors.Is(err, host.ErrTrap):
+		return http.StatusInternalServerError, api.CodeTrap
+	case errors.Is(err, registry.ErrInvalidInput):
+		return http.StatusBadRequest, api.CodeInvalidRequest
+	case errors.Is(err, host.ErrCancelled), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable, api.CodeCancelled
+	case errors.Is(err, host.ErrClosed):
+		return http.StatusServiceUnavailable, api.CodeShuttingDown
+	}
+	return http.StatusInternalServerError, api.CodeInternal
+}
+
+// visible returns the process if this caller may see it. On TCP, a
+// process of another principal is exactly as absent as an unknown ID.
+func (s *Server) visible(r *http.Request, id string) (registry.Info, error) {
+	info, err := s.rt.Registry.OperatorStatus(id)
+	if err != nil {
+		return registry.Info{}, err
+	}
+	if wh := whoFrom(r); wh.tcp && info.Principal != wh.principal {
+		return registry.Info{}, registry.ErrNoSuchProcess
+	}
+	return info, nil
+}
+
+func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
+	f := registry.OperatorFilter{Capsule: r.URL.Query().Get("capsule"), Principal: r.URL.Query().Get("principal")}
+	if wh := whoFrom(r); wh.tcp {
+		if f.Principal != "" && f.Principal != wh.principal {
+			writeErr(w, http.StatusForbidden, api.CodeForbidden, fmt.Sprintf("your token is for principal %q; it cannot list %q's processes", wh.principal, f.Principal))
+			return
+		}
+		f.Principal = wh.principal
+	}
+	infos := s.rt.Registry.OperatorList(f)
+	out := api.ProcessList{Processes: make([]api.Process, 0, len(infos))}
+	for _, in := range infos {
+		out.Processes = append(out.Processes, ProcessView(in))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) process(w http.ResponseWriter, r *http.Request) {
+	info, err := s.visible(r, r.PathValue("id"))
+	if err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ProcessView(info))
+}
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	q := r.URL.Query()
+	stream := registry.Stdout
+	switch q.Get("stream") {
+	case "", "stdout":
+	case "stderr":
+		stream = registry.Stderr
+	default:
+		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, fmt.Sprintf("stream %q: want stdout or stderr", q.Get("stream")))
+		return
+	}
+	max := defaultReadMax
+	if v := q.Get("max"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, fmt.Sprintf("max %q: want a positive byte count", v))
+			return
+		}
+		max = min(n, 16<<20)
+	}
+	var cursor *string
+	if v := q.Get("cursor"); v != "" {
+		cursor = &v
+	}
+	if _, err := s.visible(r, id); err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	read := func() (api.LogChunk, error) {
+		ch, err := s.rt.Registry.OperatorReadSince(id, stream, cursor, uint32(max))
+		if err != nil {
+			return api.LogChunk{}, err
+		}
+		return api.LogChunk{Data: ch.Data, Next: ch.Next, BytesDropped: ch.BytesDropped, EOF: ch.EOF}, nil
+	}
+	if f := q.Get("follow"); f != "1" && f != "true" {
+		ch, err := read()
+		if err != nil {
+			writeRegErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, ch)
+		return
+	}
+	s.follow(w, r, id, read, func(next string) { cursor = &next })
+}
+
+// follow streams JSON lines of log chunks until EOF, the client leaves, or
+// the daemon shuts down.
+func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, read func() (api.LogChunk, error), advance func(string)) {
+	fl, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if fl != nil {
+		fl.Flush()
+	}
+	enc := json.NewEncoder(w)
+	last := time.Now()
+	t := time.NewTicker(followPoll)
+	defer t.Stop()
+	for {
+		ch, err := read()
+		if err != nil {
+			code, _ := regCode(err)
+			_ = enc.Encode(api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: err.Error()}})
+			return
+		}
+		if len(ch.Data) > 0 || ch.BytesDropped > 0 || ch.EOF || time.Since(last) >= followKeepalive {
+			if err := enc.Encode(ch); err != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+			last = time.Now()
+		}
+		if ch.EOF {
+			return
+		}
+		if ch.Next != "" {
+			advance(ch.Next)
+		}
+		if len(ch.Data) > 0 {
+			continue // more may be buffered: read again at once
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.stopping:
+			_ = enc.Encode(api.ErrorResponse{Error: api.ErrorBody{Code: api.CodeShuttingDown, Message: "the daemon is shutting down"}})
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req api.StopRequest
+	if r.ContentLength != 0 {
+		dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "stop body: "+err.Error())
+			return
+		}
+	}
+	var grace *time.Duration
+	if req.GraceMS != nil {
+		if *req.GraceMS < 0 {
+			writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "grace_ms must not be negative")
+			return
+		}
+		g := time.Duration(*req.GraceMS) * time.Millisecond
+		grace = &g
+	}
+	info, err := s.visible(r, id)
+	if err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	lg := s.log.With("capsule", info.Capsule, "principal", info.Principal, "process", api.IDHash(id))
+	lg.Info("stopping process", "by", s.by(r), "grace", graceText(grace))
+	ex, err := s.rt.Registry.OperatorStop(r.Context(), id, grace)
+	if err != nil {
+		lg.Warn("stop failed", "err", err)
+		writeRegErr(w, err)
+		return
+	}
+	e := ExitView(ex)
+	lg.Info("process stopped", "exit", ExitText(&e))
+	writeJSON(w, http.StatusOK, api.StopResponse{Exit: e})
+}
+
+func (s *Server) by(r *http.Request) string {
+	if wh := whoFrom(r); wh.tcp {
+		return "tcp:" + wh.principal
+	}
+	return "socket"
+}
+
+func graceText(g *time.Duration) string {
+	if g == nil {
+		return "default"
+	}
+	return g.String()
+}
+
+// regCode maps a registry error class to HTTP status and API code.
+func regCode(err error) (string, int) {
+	switch {
+	case errors.Is(err, registry.ErrNoSuchProcess):
+		return api.CodeNoSuchProcess, http.StatusNotFound
+	case errors.Is(err, registry.ErrInvalidInput):
+		return api.CodeInvalidRequest, http.StatusBadRequest
+	case errors.Is(err, context.Canceled):
+		return api.CodeCancelled, http.StatusServiceUnavailable
+	}
+	return api.CodeInternal, http.StatusInternalServerError
+}
+
+func writeRegErr(w http.ResponseWriter, err error) {
+	code, status := regCode(err)
+	msg := err.Error()
+	if code == api.CodeNoSuchProcess {
+		// One message for unknown, malformed, released, reaped and
+		// not-yours: nothing to tell them apart.
+		msg = "no such process"
+	}
+	writeErr(w, status, code, msg)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: msg}})
+}
+
+var phaseNames = [...]string{registry.PhaseStarting: "starting", registry.PhaseRunning: "running", registry.PhaseExited: "exited"}
+var reasonNames = [...]string{registry.ReasonSelfExit: "self-exit", registry.ReasonStopped: "stopped", registry.ReasonKilled: "killed", registry.ReasonLifetime: "lifetime", registry.ReasonIdle: "idle", registry.ReasonEvicted: "evicted", registry.ReasonRemoved: "removed"}
+
+// ProcessView converts a registry Info to the wire form.
+func ProcessView(in registry.Info) api.Process {
+	p := api.Process{
+		ID: in.ID, IDHash: api.IDHash(in.ID), Capsule: in.Capsule, Principal: in.Principal,
+		Label: in.Label, Command: in.Command, PID: in.OSPid,
+		AgeMS: in.Age.Milliseconds(), IdleMS: in.Idle.Milliseconds(),
+		BufferedBytes: in.BufferedBytes, BytesDropped: in.BytesDropped, StdinOpen: in.StdinOpen,
+		MemPeakBytes: in.MemPeak,
+	}
+	if int(in.Phase) >= 0 && int(in.Phase) < len(phaseNames) {
+		p.Phase = phaseNames[in.Phase]
+	}
+	if in.Exit != nil {
+		e := ExitView(*in.Exit)
+		p.Exit = &e
+	}
+	if in.Reason != nil && int(*in.Reason) >= 0 && int(*in.Reason) < len(reasonNames) {
+		p.Reason = reasonNames[*in.Reason]
+	}
+	if in.CPU != nil {
+		ms := in.CPU.Milliseconds()
+		p.CPUMS = &ms
+	}
+	return p
+}
+
+// ExitView converts a registry Exit.
+func ExitView(e registry.Exit) api.Exit { return api.Exit{Code: e.Code, Signal: e.Signal} }
+
+// ExitText is "exit 0", "signal 15" or "-".
+func ExitText(e *api.Exit) string {
+	switch {
+	case e == nil:
+		return "-"
+	case e.Signal != nil:
+		return fmt.Sprintf("signal %d", *e.Signal)
+	case e.Code != nil:
+		return fmt.Sprintf("exit %d", *e.Code)
+	}
+	return "-"
+}

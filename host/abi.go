@@ -1,0 +1,29 @@
+package host
+
+import (
+	"context"
+
+	"github.com/capsule-host/capsule-host/host/engine"
+	"github.com/capsule-host/capsule-host/host/process"
+	"github.com/capsule-host/capsule-host/host/tool"
+	"github.com/capsule-host/capsule-host/registry"
+)
+
+// The ABI layer (host/process, host/tool) is used through these helpers
+// only, so the Host's use of it is visible in one place.
+
+// ToolSpec is one tool a capsule describes (name, description, JSON
+// Schema of the input).
+type ToolSpec = tool.Spec
+
+func hostFuncs(reg *registry.Registry) []engine.HostFunc { return process.HostFuncs(reg) }
+
+func servedModules() []string { return process.Served() }
+
+func describeTools(ctx context.Context, inst engine.Instance) ([]ToolSpec, error) {
+	return tool.Describe(ctx, inst)
+}
+
+func callTool(ctx context.Context, inst engine.Instance, name, input string) (string, *string, error) {
+	return tool.Call(ctx, inst, name, input)
+}

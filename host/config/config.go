@@ -1,0 +1,565 @@
+// Package config reads the host configuration file, capsule-host.toml.
+//
+// Parsing is strict, as for capsule manifests: an unknown key, a value of
+// the wrong type or an invalid value is an error naming the file, the line
+// and the key, because a typo in a security setting (a token hash, a
+// backend, a quota) must never be silently ignored.
+//
+// With no file at all, Default gives the safe defaults: the bundled
+// capsules, the local backend, and the unix socket only.
+package config
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ErrInvalid is the class of every configuration error.
+var ErrInvalid = errors.New("invalid host config")
+
+// Engines the config may name. Whether one is compiled in is checked by
+// the host, which knows the build.
+var knownEngines = []string{"wazero", "wasmtime"}
+
+// Backends the config may enable.
+var knownBackends = []string{"local", "bwrap", "oci"}
+
+// Config is the parsed host configuration. Paths are absolute after Load
+// (relative paths are resolved against the file's directory).
+type Config struct {
+	// Path is the file this came from ("" for defaults).
+	Path string `toml:"-"`
+
+	// Engine is "wazero" (default) or "wasmtime" (build tag wasmtime).
+	Engine string `toml:"engine"`
+	// StateDir holds spill files, extracted bundled capsules, the module
+	// cache and (without XDG_RUNTIME_DIR) the socket.
+	StateDir string `toml:"state_dir"`
+	// WorkspaceRoot is where each capsule's process workspace is created
+	// (default <state_dir>/workspaces).
+	WorkspaceRoot string `toml:"workspace_root"`
+	// Socket is the unix socket path of the API.
+	Socket string `toml:"socket"`
+	// Bundled loads the capsules compiled into the binary (default true).
+	Bundled *bool `toml:"bundled"`
+	// Capsules are capsule directories (each holding a Capsule.toml).
+	Capsules []string `toml:"capsules"`
+	// CallTimeout bounds one tool call (default 30s).
+	CallTimeout Duration `toml:"call_timeout"`
+	// ShutdownGrace bounds how long in-flight calls may run after SIGTERM
+	// before they are cancelled (default 10s).
+	ShutdownGrace Duration `toml:"shutdown_grace"`
+	// AllowNetwork is the host-wide ceiling for the manifests' network
+	// capability (default false).
+	AllowNetwork bool `toml:"allow_network"`
+
+	Log        Log                  `toml:"log"`
+	TCP        TCP                  `toml:"tcp"`
+	Principals map[string]Principal `toml:"principals"`
+	Quotas     Quotas               `toml:"quotas"`
+	Processes  Processes            `toml:"processes"`
+	Backends   Backends             `toml:"backends"`
+	Profiles   map[string]Profile   `toml:"profiles"`
+}
+
+// Log configures the daemon's log.
+type Log struct {
+	// Level is debug, info (default), warn or error.
+	Level string `toml:"level"`
+	// JSON switches from text (for people) to JSON lines (for machines).
+	JSON bool `toml:"json"`
+}
+
+// TCP is the optional loopback listener. Off unless Listen is set.
+type TCP struct {
+	// Listen is a loopback host:port, e.g. "127.0.0.1:7878".
+	Listen string `toml:"listen"`
+}
+
+// Principal is one named principal that may call over TCP.
+type Principal struct {
+	// TokenSHA256 lists the lowercase hex SHA-256 of each bearer token
+	// that authenticates as this principal. Tokens themselves are never
+	// stored.
+	TokenSHA256 []string `toml:"token_sha256"`
+}
+
+// Quotas are the host's per-capsule process caps; manifests only lower them.
+type Quotas struct {
+	MaxConcurrent int `toml:"max_concurrent"` // per (capsule, principal), default 8
+	MaxRetained   int `toml:"max_retained"`   // per (capsule, principal), default 32
+	MaxEntries    int `toml:"max_entries"`    // per capsule, default 256
+}
+
+// Processes are the registry's defaults and ceilings for process options.
+// Zero means the registry's built-in default.
+type Processes struct {
+	LogRingBytes  int      `toml:"log_ring_bytes"`
+	SpillBytes    int64    `toml:"spill_bytes"`
+	MaxLifetime   Duration `toml:"max_lifetime"`
+	IdleTimeout   Duration `toml:"idle_timeout"`
+	ExitRetention Duration `toml:"exit_retention"`
+	WaitCap       Duration `toml:"wait_cap"`
+	StopGrace     Duration `toml:"stop_grace"`
+	StopGraceCap  Duration `toml:"stop_grace_cap"`
+}
+
+// Backends selects and configures execution backends.
+type Backends struct {
+	// Enabled lists the backends to construct (default ["local"]).
+	Enabled []string `toml:"enabled"`
+	Bwrap   Bwrap    `toml:"bwrap"`
+	OCI     OCI      `toml:"oci"`
+}
+
+// Bwrap configures the bubblewrap backend.
+type Bwrap struct {
+	// Path of the bwrap binary (default: looked up in PATH).
+	Path string `toml:"path"`
+}
+
+// OCI configures the OCI backend.
+type OCI struct {
+	// Runtimes maps a runtime name, as profiles use it, to its binary: an
+	// absolute path or a name looked up in PATH. Default: runc from PATH.
+	// runsc (gVisor) works too.
+	Runtimes map[string]string `toml:"runtimes"`
+	// Root is the runtime's state directory (default <state_dir>/oci).
+	Root string `toml:"root"`
+}
+
+// Profile is one OCI launch profile, named by manifests
+// (capabilities.profile). It mirrors sandbox/oci.Profile: the operator
+// decides every mount, id and limit; a guest can only ask for less.
+type Profile struct {
+	// Runtime names an entry of backends.oci.runtimes (default "runc").
+	Runtime string `toml:"runtime"`
+	// Rootfs is the container root filesystem directory, always mounted
+	// read-only.
+	Rootfs string `toml:"rootfs"`
+	// WorkspaceDir is where the capsule workspace appears inside
+	// (default "/workspace").
+	WorkspaceDir string `toml:"workspace_dir"`
+	// ReadonlyBinds are extra read-only bind mounts.
+	ReadonlyBinds []Bind `toml:"readonly_binds"`
+	// Network is "none" (default), "loopback" or "host"; "host" is given
+	// only to capsules granted network (manifest and allow_network).
+	Network string `toml:"network"`
+	// UserNS maps container root to unprivileged host ids.
+	UserNS *IDMap `toml:"userns"`
+	// UID and GID inside the container.
+	UID uint32 `toml:"uid"`
+	GID uint32 `toml:"gid"`
+	// Capabilities kept; everything else is dropped.
+	Capabilities  []string `toml:"capabilities"`
+	MaskedPaths   []string `toml:"masked_paths"`
+	ReadonlyPaths []string `toml:"readonly_paths"`
+	// Env is extra KEY=VALUE pairs set in the container.
+	Env []string `toml:"env"`
+	// Limits are ceilings; memory_bytes and pids are required.
+	Limits ProfileLimits `toml:"limits"`
+	// CPUs is a CFS quota in cores (0.5: half a core); 0: none.
+	CPUs float64 `toml:"cpus"`
+}
+
+// Bind is a read-only bind mount of a launch profile.
+type Bind struct {
+	Source      string `toml:"source"`
+	Destination string `toml:"destination"`
+}
+
+// IDMap maps container root onto host ids.
+type IDMap struct {
+	HostUID uint32 `toml:"host_uid"`
+	HostGID uint32 `toml:"host_gid"`
+	Size    uint32 `toml:"size"`
+}
+
+// ProfileLimits are a launch profile's resource ceilings.
+type ProfileLimits struct {
+	MemoryBytes int64    `toml:"memory_bytes"`
+	CPUTime     Duration `toml:"cpu_time"`
+	Pids        int      `toml:"pids"`
+	OpenFiles   int      `toml:"open_files"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s").
+type Duration time.Duration
+
+// UnmarshalText parses "30s", "5m", "1h30m".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not a duration %q (want e.g. \"30s\", \"5m\")", string(b))
+	}
+	if v < 0 {
+		return fmt.Errorf("negative duration %q", string(b))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes the Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Defaults applied when a field is zero.
+const (
+	DefaultEngine        = "wazero"
+	DefaultCallTimeout   = 30 * time.Second
+	DefaultShutdownGrace = 10 * time.Second
+)
+
+// Default returns the configuration used when no file is given: bundled
+// capsules, local backend, socket only, XDG state directory.
+func Default() *Config {
+	c := &Config{}
+	c.applyDefaults()
+	return c
+}
+
+func (c *Config) applyDefaults() {
+	if c.Engine == "" {
+		c.Engine = DefaultEngine
+	}
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir()
+	}
+	if c.WorkspaceRoot == "" {
+		c.WorkspaceRoot = filepath.Join(c.StateDir, "workspaces")
+	}
+	if c.Socket == "" {
+		c.Socket = DefaultSocket(c.StateDir)
+	}
+	if c.Bundled == nil {
+		t := true
+		c.Bundled = &t
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = Duration(DefaultCallTimeout)
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = Duration(DefaultShutdownGrace)
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if len(c.Backends.Enabled) == 0 {
+		c.Backends.Enabled = []string{"local"}
+	}
+	if c.Backends.OCI.Root == "" {
+		c.Backends.OCI.Root = filepath.Join(c.StateDir, "oci")
+	}
+	for name, p := range c.Profiles {
+		if p.Network == "" {
+			p.Network = "none"
+		}
+		if p.Runtime == "" {
+			p.Runtime = "runc"
+		}
+		if p.WorkspaceDir == "" {
+			p.WorkspaceDir = "/workspace"
+		}
+		c.Profiles[name] = p
+	}
+}
+
+// DefaultStateDir is $XDG_STATE_HOME/capsule-host, else
+// ~/.local/state/capsule-host; for root without XDG_STATE_HOME it is
+// /var/lib/capsule-host (the FHS place for a system daemon's state).
+func DefaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "capsule-host")
+	}
+	if os.Geteuid() == 0 {
+		return "/var/lib/capsule-host"
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "" {
+		return filepath.Join(h, ".local", "state", "capsule-host")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("capsule-host-%d", os.Geteuid()))
+}
+
+// DefaultSocket is $XDG_RUNTIME_DIR/capsule-host/capsule-host.sock, else
+// <stateDir>/capsule-host.sock.
+func DefaultSocket(stateDir string) string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "capsule-host", "capsule-host.sock")
+	}
+	return filepath.Join(stateDir, "capsule-host.sock")
+}
+
+// DefaultPath is where the config is looked for when none is named:
+// $XDG_CONFIG_HOME/capsule-host/capsule-host.toml (or ~/.config/...).
+func DefaultPath() string {
+	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "capsule-host", "capsule-host.toml")
+	}
+	if h, err := os.UserHomeDir(); err == nil && h != "" {
+		return filepath.Join(h, ".config", "capsule-host", "capsule-host.toml")
+	}
+	return ""
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return Parse(path, b)
+}
+
+// Error is one problem at a place in the file.
+type Error struct {
+	File string
+	Line int // 0: unknown
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		fmt.Fprintf(&b, "%s: ", e.Key)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return ErrInvalid }
+
+var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// principalName mirrors the registry's rule loosely; the registry has the
+// last word when a call runs.
+var principalName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$`)
+
+var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// Parse decodes and validates data read from file (for messages and for
+// resolving relative paths).
+func Parse(file string, data []byte) (*Config, error) {
+	c := &Config{}
+	lines, err := decodeStrict(file, data, c)
+	if err != nil {
+		return nil, err
+	}
+	c.Path = file
+	base := filepath.Dir(file)
+	if abs, err := filepath.Abs(base); err == nil {
+		base = abs
+	}
+	fail := func(key, format string, a ...any) error {
+		return &Error{File: file, Line: lines.find(key), Key: key, Msg: fmt.Sprintf(format, a...)}
+	}
+	abs := func(p string) string {
+		if p == "" || filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(base, p)
+	}
+
+	if c.Engine != "" && !slices.Contains(knownEngines, c.Engine) {
+		return nil, fail("engine", "unknown engine %q (want one of %s)", c.Engine, strings.Join(knownEngines, ", "))
+	}
+	c.StateDir = abs(c.StateDir)
+	c.WorkspaceRoot = abs(c.WorkspaceRoot)
+	c.Socket = abs(c.Socket)
+	for i, d := range c.Capsules {
+		if d == "" {
+			return nil, fail("capsules", "empty capsule directory")
+		}
+		c.Capsules[i] = abs(d)
+	}
+	switch c.Log.Level {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return nil, fail("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	if c.TCP.Listen != "" {
+		if err := checkLoopback(c.TCP.Listen); err != nil {
+			return nil, fail("tcp.listen", "%v", err)
+		}
+		if len(c.Principals) == 0 {
+			return nil, fail("tcp.listen", "the TCP listener needs at least one [principals.NAME] with token_sha256")
+		}
+	}
+	seen := map[string]string{}
+	names := make([]string, 0, len(c.Principals))
+	for n := range c.Principals {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		key := joinKey([]string{"principals", n})
+		if !principalName.MatchString(n) {
+			return nil, fail(key, "invalid principal name %q", n)
+		}
+		p := c.Principals[n]
+		if len(p.TokenSHA256) == 0 {
+			return nil, fail(key+".token_sha256", "missing: list at least one token hash (capsule-host token prints one)")
+		}
+		for _, h := range p.TokenSHA256 {
+			if !hexSHA256.MatchString(h) {
+				return nil, fail(key+".token_sha256", "%q is not a lowercase hex SHA-256 (64 characters); store the hash, never the token", h)
+			}
+			if other, dup := seen[h]; dup {
+				return nil, fail(key+".token_sha256", "token hash also belongs to principal %q: a token maps to exactly one principal", other)
+			}
+			seen[h] = n
+		}
+	}
+	for _, q := range []struct {
+		key string
+		v   int
+	}{{"quotas.max_concurrent", c.Quotas.MaxConcurrent}, {"quotas.max_retained", c.Quotas.MaxRetained}, {"quotas.max_entries", c.Quotas.MaxEntries}, {"processes.log_ring_bytes", c.Processes.LogRingBytes}} {
+		if q.v < 0 {
+			return nil, fail(q.key, "must not be negative")
+		}
+	}
+	if c.Processes.SpillBytes < 0 {
+		return nil, fail("processes.spill_bytes", "must not be negative")
+	}
+	for _, b := range c.Backends.Enabled {
+		if !slices.Contains(knownBackends, b) {
+			return nil, fail("backends.enabled", "unknown backend %q (want local, bwrap or oci)", b)
+		}
+	}
+	c.Backends.Bwrap.Path = abs(c.Backends.Bwrap.Path)
+	if len(c.Profiles) > 0 && !slices.Contains(c.Backends.Enabled, "oci") {
+		return nil, fail("profiles", "launch profiles need the oci backend in backends.enabled")
+	}
+	c.Backends.OCI.Root = abs(c.Backends.OCI.Root)
+	for n, p := range c.Profiles {
+		key := joinKey([]string{"profiles", n})
+		if !profileName.MatchString(n) {
+			return nil, fail(key, "invalid profile name %q (lowercase letters, digits, - and _)", n)
+		}
+		if p.Rootfs == "" {
+			return nil, fail(key+".rootfs", "missing: a profile needs a root filesystem directory")
+		}
+		p.Rootfs = abs(p.Rootfs)
+		switch p.Network {
+		case "", "none", "loopback", "host":
+		default:
+			return nil, fail(key+".network", "unknown network mode %q (want none, loopback or host)", p.Network)
+		}
+		if p.Limits.MemoryBytes <= 0 || p.Limits.Pids <= 0 {
+			return nil, fail(key+".limits", "memory_bytes and pids are required (> 0): a profile that cannot bound memory and forks does not protect the host")
+		}
+		if p.Runtime != "" {
+			_, ok := c.Backends.OCI.Runtimes[p.Runtime]
+			if len(c.Backends.OCI.Runtimes) == 0 {
+				ok = p.Runtime == "runc"
+			}
+			if !ok {
+				return nil, fail(key+".runtime", "runtime %q is not in backends.oci.runtimes", p.Runtime)
+			}
+		}
+		for i, b := range p.ReadonlyBinds {
+			if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Destination) {
+				return nil, fail(key+".readonly_binds", "bind %d: source and destination must be absolute paths", i+1)
+			}
+		}
+		for _, e := range p.Env {
+			if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
+				return nil, fail(key+".env", "%q is not KEY=VALUE", e)
+			}
+		}
+		c.Profiles[n] = p
+	}
+	c.applyDefaults()
+	return c, nil
+}
+
+// ProfileNames returns the launch profile names, sorted.
+func (c *Config) ProfileNames() []string {
+	out := make([]string, 0, len(c.Profiles))
+	for n := range c.Profiles {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PrincipalForTokenHash returns the principal whose token hash is h.
+func (c *Config) PrincipalForTokenHash(h [32]byte) (string, bool) {
+	want := hex.EncodeToString(h[:])
+	for n, p := range c.Principals {
+		for _, t := range p.TokenSHA256 {
+			if t == want {
+				return n, true
+			}
+		}
+	}
+	return "", false
+}
+
+func checkLoopback(addr string) error {
+	host, port, err := splitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if port == "" {
+		return fmt.Errorf("%q has no port", addr)
+	}
+	switch host {
+	case "127.0.0.1", "::1", "localhost":
+		return nil
+	}
+	if strings.HasPrefix(host, "127.") {
+		return nil
+	}
+	return fmt.Errorf("%q is not a loopback address: the TCP listener only binds 127.0.0.0/8, ::1 or localhost", addr)
+}
+
+func splitHostPort(addr string) (host, port string, err error) {
+	if strings.HasPrefix(addr, "[") {
+		end := strings.Index(addr, "]")
+		if end < 0 || !strings.HasPrefix(addr[end+1:], ":") {
+			return "", "", fmt.Errorf("%q is not host:port", addr)
+		}
+		return addr[1:end], addr[end+2:], nil
+	}
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return "", "", fmt.Errorf("%q is not host:port", addr)
+	}
+	return addr[:i], addr[i+1:], nil
+}
+
+// SetStateDir moves the state directory (a command-line override) and the
+// paths that were derived from it by default; paths set explicitly in the
+// file stay.
+func (c *Config) SetStateDir(dir string) {
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	old := c.StateDir
+	c.StateDir = dir
+	if c.WorkspaceRoot == filepath.Join(old, "workspaces") {
+		c.WorkspaceRoot = filepath.Join(dir, "workspaces")
+	}
+	if c.Socket == DefaultSocket(old) {
+		c.Socket = DefaultSocket(dir)
+	}
+	if c.Backends.OCI.Root == filepath.Join(old, "oci") {
+		c.Backends.OCI.Root = filepath.Join(dir, "oci")
+	}
+}

@@ -1,0 +1,151 @@
+package config
+
+import (
+	"crypto/sha256"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExampleParses(t *testing.T) {
+	c, err := Load("../../capsule-host.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Engine != "wazero" || !*c.Bundled || c.CallTimeout.D() != 30*time.Second || c.Quotas.MaxConcurrent != 8 {
+		t.Fatalf("unexpected example values: %+v", c)
+	}
+	if got := c.Backends.Enabled; len(got) != 1 || got[0] != "local" {
+		t.Fatalf("backends %v", got)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/tmp/xs")
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	c := Default()
+	if c.StateDir != "/tmp/xs/capsule-host" {
+		t.Fatalf("state dir %q", c.StateDir)
+	}
+	if c.Socket != "/tmp/xs/capsule-host/capsule-host.sock" {
+		t.Fatalf("socket %q", c.Socket)
+	}
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/7")
+	if s := DefaultSocket("/x"); s != "/run/user/7/capsule-host/capsule-host.sock" {
+		t.Fatalf("socket %q", s)
+	}
+	if c.TCP.Listen != "" || !*c.Bundled || c.Engine != "wazero" || c.Backends.Enabled[0] != "local" {
+		t.Fatalf("unsafe defaults: %+v", c)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	tests := []struct {
+		name, src string
+		line      int
+		want      string
+	}{
+		{"unknown top key", "engine = \"wazero\"\nengin = \"x\"\n", 2, "engin: unknown key"},
+		{"unknown nested key", "[quotas]\nmax_concurrent = 4\n\n[log]\nlevle = \"x\"\n", 5, "log.levle: unknown key"},
+		{"wrong type", "[quotas]\nmax_concurrent = \"eight\"\n", 2, "incompatible types"},
+		{"bad duration", "call_timeout = \"soon\"\n", 1, "not a duration"},
+		{"bad engine", "\n\nengine = \"v8\"\n", 3, "unknown engine"},
+		{"syntax", "engine = \n", 1, ""},
+		{"plain token", "[principals.alice]\ntoken_sha256 = [\"hunter2\"]\n", 2, "not a lowercase hex SHA-256"},
+		{"no tokens", "[principals.alice]\n", 1, "missing"},
+		{"dup token", "[principals.a]\ntoken_sha256 = [\"" + hash + "\"]\n[principals.b]\ntoken_sha256 = [\"" + hash + "\"]\n", 4, "exactly one principal"},
+		{"bad principal", "[principals.\"a b\"]\ntoken_sha256 = [\"" + hash + "\"]\n", 1, "invalid principal"},
+		{"not loopback", "[tcp]\nlisten = \"0.0.0.0:80\"\n[principals.a]\ntoken_sha256 = [\"" + hash + "\"]\n", 2, "not a loopback"},
+		{"tcp without principals", "[tcp]\nlisten = \"127.0.0.1:80\"\n", 2, "needs at least one"},
+		{"bad backend", "[backends]\nenabled = [\"docker\"]\n", 2, "unknown backend"},
+		{"profile without oci", "[profiles.deb]\nrootfs = \"/r\"\n", 1, "need the oci backend"},
+		{"profile no rootfs", "[backends]\nenabled=[\"oci\"]\n[profiles.deb]\nnetwork = \"none\"\n", 3, "rootfs: missing"},
+		{"profile bad net", "[backends]\nenabled=[\"oci\"]\n[profiles.deb]\nrootfs = \"/r\"\nnetwork = \"bridge\"\n", 5, "unknown network"},
+		{"profile no limits", "[backends]\nenabled=[\"oci\"]\n[profiles.deb]\nrootfs = \"/r\"\n", 3, "memory_bytes and pids are required"},
+		{"profile unknown runtime", "[backends]\nenabled=[\"oci\"]\n[backends.oci.runtimes]\nrunc = \"runc\"\n[profiles.deb]\nrootfs = \"/r\"\nruntime = \"kata\"\n[profiles.deb.limits]\nmemory_bytes = 1\npids = 1\n", 7, "not in backends.oci.runtimes"},
+		{"negative quota", "[quotas]\nmax_entries = -1\n", 2, "negative"},
+		{"unknown profile key", "[backends]\nenabled=[\"oci\"]\n[profiles.deb]\nrootfs = \"/r\"\nimage = \"x\"\n", 5, "unknown key"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("/etc/ch.toml", []byte(tc.src))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("not ErrInvalid: %v", err)
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("not *Error: %T %v", err, err)
+			}
+			if ce.Line != tc.line {
+				t.Errorf("line %d, want %d (%v)", ce.Line, tc.line, err)
+			}
+			if !strings.HasPrefix(err.Error(), "/etc/ch.toml:") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("message %q lacks file prefix or %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRelativePathsAndTokens(t *testing.T) {
+	dir := t.TempDir()
+	tok := sha256.Sum256([]byte("s3cret"))
+	src := "state_dir = \"state\"\ncapsules = [\"caps/one\"]\n[tcp]\nlisten = \"127.0.0.1:0\"\n[principals.alice]\ntoken_sha256 = [\"" +
+		hexOf(tok) + "\"]\n[backends]\nenabled = [\"local\", \"oci\"]\n[profiles.deb]\nrootfs = \"rootfs\"\n[profiles.deb.limits]\nmemory_bytes = 1000000\npids = 10\n"
+	p := filepath.Join(dir, "c.toml")
+	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StateDir != filepath.Join(dir, "state") || c.Capsules[0] != filepath.Join(dir, "caps/one") || c.Profiles["deb"].Rootfs != filepath.Join(dir, "rootfs") {
+		t.Fatalf("paths not resolved: %+v", c)
+	}
+	if c.WorkspaceRoot != filepath.Join(dir, "state", "workspaces") {
+		t.Fatalf("workspace %q", c.WorkspaceRoot)
+	}
+	if n, ok := c.PrincipalForTokenHash(tok); !ok || n != "alice" {
+		t.Fatalf("token → %q %v", n, ok)
+	}
+	if _, ok := c.PrincipalForTokenHash(sha256.Sum256([]byte("other"))); ok {
+		t.Fatal("unknown token mapped")
+	}
+	if c.Profiles["deb"].Network != "none" || c.Profiles["deb"].WorkspaceDir != "/workspace" || c.Profiles["deb"].Runtime != "runc" {
+		t.Fatalf("profile defaults %+v", c.Profiles["deb"])
+	}
+}
+
+func hexOf(b [32]byte) string {
+	const h = "0123456789abcdef"
+	out := make([]byte, 64)
+	for i, c := range b {
+		out[2*i], out[2*i+1] = h[c>>4], h[c&15]
+	}
+	return string(out)
+}
+
+func TestSetStateDir(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", "")
+	t.Setenv("XDG_STATE_HOME", "/tmp/a")
+	c := Default()
+	c.SetStateDir("/tmp/b")
+	if c.StateDir != "/tmp/b" || c.WorkspaceRoot != "/tmp/b/workspaces" || c.Socket != "/tmp/b/capsule-host.sock" || c.Backends.OCI.Root != "/tmp/b/oci" {
+		t.Fatalf("%+v", c)
+	}
+	c, err := Parse("/x/c.toml", []byte("socket = \"/run/s.sock\"\nworkspace_root = \"/w\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetStateDir("/tmp/c")
+	if c.Socket != "/run/s.sock" || c.WorkspaceRoot != "/w" {
+		t.Fatalf("explicit paths moved: %+v", c)
+	}
+}

@@ -1,0 +1,346 @@
+// Package wazero implements the host's engine seam on wazero, the pure-Go
+// default engine.
+//
+// Why these choices (see docs/rfc/host.md):
+//   - host functions use WithGoModuleFunction with explicit value types:
+//     the reflective WithFunc costs 6–20× more per crossing;
+//   - guests are reactors: instantiated anonymously with no start
+//     function, then "_initialize" is called if exported (a Go wasip1
+//     c-shared guest traps in runtime.notInitialized otherwise);
+//   - WithCloseOnContextDone(true) lets a call's deadline interrupt a
+//     spinning guest; wazero closes the module, so the host discards it;
+//   - WASI preview1 comes from wazero's own implementation with empty args
+//     and env, real clocks and random, and no filesystem at all.
+package wazero
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/capsule-host/capsule-host/host/engine"
+)
+
+// Name is the engine's name in host configuration.
+const Name = "wazero"
+
+// wasiModule is the only non-WIT import module the guests get.
+const wasiModule = wasi_snapshot_preview1.ModuleName
+
+type eng struct {
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+}
+
+// New creates a wazero runtime with the host functions linked in, one host
+// module per WIT module name, plus WASI preview1.
+func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) (engine.Engine, error) {
+	rc := wazero.NewRuntimeConfigCompiler().WithCloseOnContextDone(true)
+	if cfg.MemoryLimitPages > 0 {
+		if cfg.MemoryLimitPages > 65536 {
+			return nil, fmt.Errorf("wazero: memory limit %d pages exceeds the wasm32 maximum 65536", cfg.MemoryLimitPages)
+		}
+		rc = rc.WithMemoryLimitPages(cfg.MemoryLimitPages)
+	}
+	e := &eng{}
+	if cfg.CacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("wazero: compilation cache %q: %w", cfg.CacheDir, err)
+		}
+		e.cache = c
+		rc = rc.WithCompilationCache(c)
+	}
+	e.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	if err := e.link(ctx, funcs); err != nil {
+		_ = e.Close(ctx)
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *eng) link(ctx context.Context, funcs []engine.HostFunc) error {
+	byModule := map[string][]engine.HostFunc{}
+	seen := map[[2]string]bool{}
+	for _, f := range funcs {
+		if f.Module == "" || f.Name == "" || f.Fn == nil {
+			return fmt.Errorf("wazero: host function %q %q: module, name and Fn are required", f.Module, f.Name)
+		}
+		if f.Module == wasiModule {
+			return fmt.Errorf("wazero: host function %q %q: module %s is provided by the engine", f.Module, f.Name, wasiModule)
+		}
+		k := [2]string{f.Module, f.Name}
+		if seen[k] {
+			return fmt.Errorf("wazero: host function %q %q registered twice", f.Module, f.Name)
+		}
+		seen[k] = true
+		byModule[f.Module] = append(byModule[f.Module], f)
+	}
+	mods := make([]string, 0, len(byModule))
+	for m := range byModule {
+		mods = append(mods, m)
+	}
+	sort.Strings(mods)
+	for _, m := range mods {
+		b := e.rt.NewHostModuleBuilder(m)
+		for _, f := range byModule[m] {
+			params, err := valueTypes(f.Params)
+			if err != nil {
+				return fmt.Errorf("wazero: host function %q %q: %w", f.Module, f.Name, err)
+			}
+			results, err := valueTypes(f.Results)
+			if err != nil {
+				return fmt.Errorf("wazero: host function %q %q: %w", f.Module, f.Name, err)
+			}
+			names := make([]string, len(params))
+			for i := range names {
+				names[i] = fmt.Sprintf("p%d", i)
+			}
+			b.NewFunctionBuilder().
+				WithGoModuleFunction(hostFunc(f.Fn), params, results).
+				WithParameterNames(names...).
+				Export(f.Name)
+		}
+		if _, err := b.Instantiate(ctx); err != nil {
+			return fmt.Errorf("wazero: host module %q: %w", m, err)
+		}
+	}
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, e.rt); err != nil {
+		return fmt.Errorf("wazero: WASI preview1: %w", err)
+	}
+	return nil
+}
+
+func valueTypes(vs []engine.ValueType) ([]api.ValueType, error) {
+	out := make([]api.ValueType, len(vs))
+	for i, v := range vs {
+		switch v {
+		case engine.I32, engine.I64, engine.F32, engine.F64:
+			out[i] = api.ValueType(v) // same encoding as the binary format
+		default:
+			return nil, fmt.Errorf("unsupported value type %v", v)
+		}
+	}
+	return out, nil
+}
+
+func fromAPI(vs []api.ValueType) []engine.ValueType {
+	out := make([]engine.ValueType, len(vs))
+	for i, v := range vs {
+		out[i] = engine.ValueType(v)
+	}
+	return out
+}
+
+// hostFunc adapts an engine.HostFunc body. The Caller is the instance the
+// current Call put into ctx; a call reaching us some other way (none does
+// today) gets a fresh, uncached caller for the module.
+func hostFunc(fn func(context.Context, engine.Caller, []uint64)) api.GoModuleFunc {
+	return func(ctx context.Context, m api.Module, stack []uint64) {
+		if in, ok := ctx.Value(instKey{}).(*instance); ok && in.mod == m {
+			fn(ctx, in, stack)
+			return
+		}
+		fn(ctx, &instance{mod: m, mem: memory{m.Memory()}}, stack)
+	}
+}
+
+func (e *eng) Name() string { return Name }
+
+func (e *eng) Compile(ctx context.Context, wasm []byte) (engine.Module, error) {
+	cm, err := e.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("wazero: compile: %w", err)
+	}
+	m := &module{rt: e.rt, cm: cm}
+	for _, d := range cm.ImportedFunctions() {
+		mod, name, _ := d.Import()
+		m.imports = append(m.imports, engine.FuncDef{Module: mod, Name: name, Params: fromAPI(d.ParamTypes()), Results: fromAPI(d.ResultTypes())})
+	}
+	// ExportedFunctions is keyed by the export name; FunctionDefinition.Name
+	// is the debug name, not the export name.
+	exp := cm.ExportedFunctions()
+	names := make([]string, 0, len(exp))
+	for n := range exp {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		d := exp[n]
+		m.exports = append(m.exports, engine.FuncDef{Name: n, Params: fromAPI(d.ParamTypes()), Results: fromAPI(d.ResultTypes())})
+	}
+	_, m.hasInit = exp["_initialize"]
+	return m, nil
+}
+
+func (e *eng) Close(ctx context.Context) error {
+	err := e.rt.Close(ctx)
+	if e.cache != nil {
+		err = errors.Join(err, e.cache.Close(ctx))
+	}
+	return err
+}
+
+type module struct {
+	rt               wazero.Runtime
+	cm               wazero.CompiledModule
+	imports, exports []engine.FuncDef
+	hasInit          bool
+}
+
+func (m *module) Imports() []engine.FuncDef { return m.imports }
+func (m *module) Exports() []engine.FuncDef { return m.exports }
+
+func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (engine.Instance, error) {
+	mc := wazero.NewModuleConfig().
+		WithName("").         // anonymous: many instances of one module coexist
+		WithStartFunctions(). // reactor: no _start; _initialize below
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithRandSource(rand.Reader).
+		WithStdout(writerOrDiscard(cfg.Stdout)).
+		WithStderr(writerOrDiscard(cfg.Stderr))
+	mod, err := m.rt.InstantiateModule(ctx, m.cm, mc)
+	if err != nil {
+		return nil, fmt.Errorf("wazero: instantiate %s: %w", cfg.Name, err)
+	}
+	in := &instance{name: cfg.Name, mod: mod, mem: memory{mod.Memory()}, fns: map[string]api.Function{}}
+	if m.hasInit {
+		if _, err := in.Call(ctx, "_initialize"); err != nil {
+			_ = mod.Close(ctx)
+			return nil, fmt.Errorf("wazero: %s: _initialize: %w", cfg.Name, err)
+		}
+	}
+	return in, nil
+}
+
+func writerOrDiscard(w interface{ Write([]byte) (int, error) }) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+func (m *module) Close(ctx context.Context) error { return m.cm.Close(ctx) }
+
+type instKey struct{}
+
+// instance is one live guest; it is also the engine.Caller its host calls
+// see, so the cabi_realloc function and the memory wrapper are looked up
+// once per instance, not once per host call.
+type instance struct {
+	name    string
+	mod     api.Module
+	mem     memory
+	fns     map[string]api.Function
+	realloc api.Function
+	stack   [4]uint64
+}
+
+func (in *instance) Memory() engine.Memory { return in.mem }
+
+func (in *instance) Realloc(ctx context.Context, oldPtr, oldSize, align, newSize uint32) (uint32, error) {
+	if in.realloc == nil {
+		in.realloc = in.mod.ExportedFunction("cabi_realloc")
+		if in.realloc == nil {
+			return 0, &engine.Trap{Reason: "guest does not export cabi_realloc"}
+		}
+	}
+	s := in.stack[:]
+	s[0], s[1], s[2], s[3] = uint64(oldPtr), uint64(oldSize), uint64(align), uint64(newSize)
+	if err := in.realloc.CallWithStack(ctx, s); err != nil {
+		return 0, convertErr(err)
+	}
+	return uint32(s[0]), nil
+}
+
+func (in *instance) Call(ctx context.Context, export string, params ...uint64) ([]uint64, error) {
+	fn, ok := in.fns[export]
+	if !ok {
+		fn = in.mod.ExportedFunction(export)
+		if fn == nil {
+			return nil, fmt.Errorf("wazero: %s: no exported function %q", in.name, export)
+		}
+		in.fns[export] = fn
+	}
+	if in.mod.IsClosed() {
+		return nil, &engine.Trap{Reason: "instance is closed"}
+	}
+	res, err := fn.Call(context.WithValue(ctx, instKey{}, in), params...)
+	if err != nil {
+		return nil, convertErr(err)
+	}
+	return res, nil
+}
+
+func (in *instance) Close(ctx context.Context) error { return in.mod.Close(ctx) }
+
+// convertErr maps wazero's call errors onto the seam's: ErrInterrupted for
+// a context that ended, *engine.Trap for everything else, with the reason
+// in the wasm spec's wording ("unreachable", "out of bounds memory access").
+func convertErr(err error) error {
+	var t *engine.Trap
+	if errors.As(err, &t) {
+		return t
+	}
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return fmt.Errorf("%w: %w", engine.ErrInterrupted, context.DeadlineExceeded)
+		case sys.ExitCodeContextCanceled:
+			return fmt.Errorf("%w: %w", engine.ErrInterrupted, context.Canceled)
+		}
+		return &engine.Trap{Reason: fmt.Sprintf("guest exited with code %d", exit.ExitCode())}
+	}
+	var re runtime.Error
+	if errors.As(err, &re) {
+		return &engine.Trap{Reason: "host function panicked: " + re.Error()}
+	}
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	msg = strings.TrimPrefix(msg, "wasm error: ")
+	msg = strings.TrimSuffix(msg, " (recovered by wazero)")
+	return &engine.Trap{Reason: msg}
+}
+
+// memory copies in and out so no slice of guest memory outlives a call.
+type memory struct{ m api.Memory }
+
+func (m memory) Read(off, n uint32) ([]byte, bool) {
+	if m.m == nil {
+		return nil, n == 0
+	}
+	b, ok := m.m.Read(off, n)
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), b...), true
+}
+
+func (m memory) Write(off uint32, b []byte) bool {
+	if m.m == nil {
+		return len(b) == 0
+	}
+	return m.m.Write(off, b)
+}
+
+func (m memory) Size() uint32 {
+	if m.m == nil {
+		return 0
+	}
+	return m.m.Size()
+}

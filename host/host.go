@@ -1,0 +1,542 @@
+// Package host runs capsules: it loads a capsule (manifest, pinned
+// module, import validation), keeps a pool of warm instances per capsule,
+// and runs each tool call on one of them with a per-call context carrying
+// the principal, the capsule, a deadline and cancellation.
+//
+// Design notes ("Why …?") are in docs/rfc/host.md.
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/capsule-host/capsule-host/host/engine"
+	"github.com/capsule-host/capsule-host/host/manifest"
+	"github.com/capsule-host/capsule-host/registry"
+	"github.com/capsule-host/capsule-host/sandbox"
+)
+
+// Config configures a Host. Zero values take the documented defaults.
+type Config struct {
+	// Engine names the wasm engine: "wazero" (default) or an engine
+	// compiled in with a build tag ("wasmtime": go build -tags wasmtime).
+	Engine string
+	// Registry is the host's process registry (required).
+	Registry *registry.Registry
+	// StateDir holds the compilation cache and, by default, workspaces
+	// (required, absolute).
+	StateDir string
+	// WorkspaceRoot holds one workspace directory per capsule (default
+	// StateDir/workspaces).
+	WorkspaceRoot string
+	Logger        *slog.Logger
+	// CallTimeout bounds one tool call (default 30s); a caller's earlier
+	// deadline wins.
+	CallTimeout time.Duration
+	// HostQuotas are the ceilings a manifest's [limits] may only lower
+	// (zero fields: the registry defaults 8/32/256).
+	HostQuotas registry.Quotas
+	// HostLimits are the ceilings for per-process resource limits (zero
+	// fields: no ceiling).
+	HostLimits sandbox.Limits
+	// Backends lists the execution backends available (default "local").
+	Backends []string
+	// Profiles lists the OCI launch profiles known.
+	Profiles []string
+	// AllowNetwork lets manifests ask for network access.
+	AllowNetwork bool
+	// OwnerPrincipal names a capsule's owner-fallback principal, used for
+	// calls that carry none (default "owner:<capsule>").
+	OwnerPrincipal func(capsule string) string
+	// CacheDir holds compiled modules across runs (default
+	// StateDir/cache/<engine>).
+	CacheDir string
+	// MemoryLimitPages caps each instance's linear memory (0: 65536 pages).
+	MemoryLimitPages uint32
+}
+
+// Defaults.
+const (
+	DefaultCallTimeout = 30 * time.Second
+	// maxModuleBytes bounds a module read from disk.
+	maxModuleBytes = 256 << 20
+	// resetTimeout bounds dropping an instance's handles after a call.
+	resetTimeout = 10 * time.Second
+)
+
+// EngineCtor builds an engine; each engine package has one (New).
+type EngineCtor func(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) (engine.Engine, error)
+
+var (
+	enginesMu sync.Mutex
+	engines   = map[string]EngineCtor{}
+)
+
+// buildHint tells how to build with an engine that is not compiled in.
+var buildHint = map[string]string{"wasmtime": "go build -tags wasmtime"}
+
+// RegisterEngine makes an engine selectable by name. wazero registers
+// itself; wasmtime does from a file built only with -tags wasmtime.
+func RegisterEngine(name string, ctor EngineCtor) {
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	engines[name] = ctor
+}
+
+// Engines lists the engines compiled into this binary, sorted.
+func Engines() []string {
+	enginesMu.Lock()
+	defer enginesMu.Unlock()
+	out := make([]string, 0, len(engines))
+	for n := range engines {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func lookupEngine(name string) (EngineCtor, error) {
+	enginesMu.Lock()
+	ctor, ok := engines[name]
+	enginesMu.Unlock()
+	if ok {
+		return ctor, nil
+	}
+	if hint, ok := buildHint[name]; ok {
+		return nil, fmt.Errorf("%w: engine %q is not compiled into this binary; build with `%s` (compiled in: %v)", ErrEngine, name, hint, Engines())
+	}
+	return nil, fmt.Errorf("%w: unknown engine %q (compiled in: %v)", ErrEngine, name, Engines())
+}
+
+// Host runs capsules. All methods are safe for concurrent use.
+type Host struct {
+	cfg    Config
+	log    *slog.Logger
+	reg    *registry.Registry
+	eng    engine.Engine
+	served *served
+
+	nextInstance atomic.Uint64
+
+	loadMu   sync.Mutex // serialises Load/Remove/Close
+	mu       sync.RWMutex
+	capsules map[string]*Capsule
+	closed   bool
+}
+
+// New creates a Host and its engine.
+func New(ctx context.Context, cfg Config) (*Host, error) {
+	if cfg.Registry == nil {
+		return nil, errors.New("host: Config.Registry is required")
+	}
+	if cfg.StateDir == "" || !filepath.IsAbs(cfg.StateDir) {
+		return nil, fmt.Errorf("host: Config.StateDir %q must be an absolute path", cfg.StateDir)
+	}
+	if cfg.Engine == "" {
+		cfg.Engine = "wazero"
+	}
+	if cfg.WorkspaceRoot == "" {
+		cfg.WorkspaceRoot = filepath.Join(cfg.StateDir, "workspaces")
+	}
+	if !filepath.IsAbs(cfg.WorkspaceRoot) {
+		return nil, fmt.Errorf("host: Config.WorkspaceRoot %q must be an absolute path", cfg.WorkspaceRoot)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if len(cfg.Backends) == 0 {
+		cfg.Backends = []string{"local"}
+	}
+	if cfg.OwnerPrincipal == nil {
+		cfg.OwnerPrincipal = func(c string) string { return "owner:" + c }
+	}
+	q := &cfg.HostQuotas
+	if q.MaxConcurrent <= 0 {
+		q.MaxConcurrent = 8
+	}
+	if q.MaxRetained <= 0 {
+		q.MaxRetained = 32
+	}
+	if q.MaxEntries <= 0 {
+		q.MaxEntries = 256
+	}
+	ctor, err := lookupEngine(cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(cfg.StateDir, "cache", cfg.Engine)
+	}
+	cacheDir := cfg.CacheDir
+	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+		return nil, fmt.Errorf("host: module cache: %w", err)
+	}
+	funcs := hostFuncs(cfg.Registry)
+	eng, err := ctor(ctx, engine.EngineConfig{CacheDir: cacheDir, MemoryLimitPages: cfg.MemoryLimitPages}, funcs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrEngine, cfg.Engine, err)
+	}
+	return &Host{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		reg:      cfg.Registry,
+		eng:      eng,
+		served:   newServed(funcs, servedModules()),
+		capsules: map[string]*Capsule{},
+	}, nil
+}
+
+// EngineName is the engine this host runs.
+func (h *Host) EngineName() string { return h.eng.Name() }
+
+// Served lists the WIT import modules this host serves.
+func (h *Host) Served() []string { return slices.Clone(h.served.modules) }
+
+// Capsule is a loaded capsule.
+type Capsule struct {
+	Manifest *manifest.Manifest
+	// SHA256 of the module, hex.
+	SHA256 string
+	tools  []ToolSpec
+	pool   *pool
+	mod    engine.Module
+	policy registry.CapsulePolicy
+	loaded time.Time
+}
+
+// Name is the capsule's name.
+func (c *Capsule) Name() string { return c.Manifest.Name }
+
+// Tools are the tools the capsule described at load.
+func (c *Capsule) Tools() []ToolSpec { return slices.Clone(c.tools) }
+
+// Policy is what the registry enforces for the capsule.
+func (c *Capsule) Policy() registry.CapsulePolicy { return c.policy }
+
+// PoolStats is a snapshot of a capsule's pool.
+type PoolStats struct {
+	Idle, Busy, Live int
+	// Created and Discarded count instances over the pool's life.
+	Created, Discarded, Evicted uint64
+}
+
+// Stats snapshots the capsule's pool.
+func (c *Capsule) Stats() PoolStats { return c.pool.stats() }
+
+func (c *Capsule) tool(name string) bool {
+	for _, t := range c.tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Load loads (or reloads) the capsule in dir. A reload under the same
+// name swaps the module and pool and keeps the capsule's processes; if the
+// new version fails to load, the old one keeps serving.
+func (h *Host) Load(ctx context.Context, dir string) (*Capsule, error) {
+	h.loadMu.Lock()
+	defer h.loadMu.Unlock()
+	if h.isClosed() {
+		return nil, ErrClosed
+	}
+	m, err := manifest.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	policy, err := h.policy(m)
+	if err != nil {
+		return nil, err
+	}
+	wasm, sum, err := readModule(m)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := h.eng.Compile(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("capsule %q: %s: %w", m.Name, m.Module, err)
+	}
+	c := &Capsule{Manifest: m, SHA256: sum, mod: mod, policy: policy, loaded: time.Now()}
+	fail := func(err error) (*Capsule, error) {
+		_ = mod.Close(ctx)
+		return nil, err
+	}
+	if err := h.served.validateImports(m, mod.Imports()); err != nil {
+		return fail(err)
+	}
+	if err := validateExports(m.Name, mod.Exports()); err != nil {
+		return fail(err)
+	}
+	if err := os.MkdirAll(policy.Workspace, 0o700); err != nil {
+		return fail(fmt.Errorf("%w: capsule %q: workspace: %w", ErrPolicy, m.Name, err))
+	}
+	h.mu.RLock()
+	old := h.capsules[m.Name]
+	h.mu.RUnlock()
+	if err := h.reg.RegisterCapsule(m.Name, policy); err != nil {
+		return fail(fmt.Errorf("%w: capsule %q: registry: %w", ErrPolicy, m.Name, err))
+	}
+	// From here a failure must restore the registry's previous state.
+	undo := func() {
+		if old != nil {
+			_ = h.reg.RegisterCapsule(m.Name, old.policy)
+		} else {
+			_ = h.reg.RemoveCapsule(context.WithoutCancel(ctx), m.Name)
+		}
+	}
+	c.pool = newPool(h, c)
+	tools, err := h.describe(ctx, c)
+	if err != nil {
+		c.pool.close()
+		undo()
+		return nil, err
+	}
+	c.tools = tools
+	c.pool.start()
+	h.mu.Lock()
+	h.capsules[m.Name] = c
+	h.mu.Unlock()
+	if old != nil {
+		old.pool.close() // busy instances finish their call, then close
+		h.log.Info("capsule reloaded", "capsule", m.Name, "version", m.Version, "previous", old.Manifest.Version, "tools", len(tools))
+	} else {
+		h.log.Info("capsule loaded", "capsule", m.Name, "version", m.Version, "tools", len(tools))
+	}
+	return c, nil
+}
+
+func readModule(m *manifest.Manifest) ([]byte, string, error) {
+	p, err := m.ModulePath()
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, "", fmt.Errorf("capsule %q: module: %w", m.Name, err)
+	}
+	defer f.Close()
+	wasm, err := io.ReadAll(io.LimitReader(f, maxModuleBytes+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("capsule %q: module: %w", m.Name, err)
+	}
+	if len(wasm) > maxModuleBytes {
+		return nil, "", fmt.Errorf("capsule %q: module %s is larger than %d bytes", m.Name, m.Module, maxModuleBytes)
+	}
+	s := sha256.Sum256(wasm)
+	sum := hex.EncodeToString(s[:])
+	if sum != m.SHA256 {
+		return nil, "", fmt.Errorf("%w: capsule %q: %w", ErrChecksum, m.Name,
+			m.Errorf("capsule.sha256", "module %s has sha256 %s, the manifest pins %s", m.Module, sum, m.SHA256))
+	}
+	return wasm, sum, nil
+}
+
+// describe runs describe once on a fresh instance (which then seeds the
+// pool) and checks the tool names.
+func (h *Host) describe(ctx context.Context, c *Capsule) ([]ToolSpec, error) {
+	in, err := c.pool.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: capsule %q: %w", ErrInstance, c.Name(), err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
+	defer cancel()
+	dctx = h.callContext(dctx, in, registry.Caller{Capsule: c.Name(), Principal: h.cfg.OwnerPrincipal(c.Name()), Fallback: true})
+	tools, err := describeTools(dctx, in.ei)
+	if err != nil {
+		c.pool.put(ctx, in, true)
+		return nil, fmt.Errorf("%w: capsule %q: %w", ErrDescribe, c.Name(), err)
+	}
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if !toolNameOK(t.Name) {
+			c.pool.put(ctx, in, true)
+			return nil, fmt.Errorf("%w: capsule %q: tool name %q is not [a-z0-9_]{1,64}", ErrDescribe, c.Name(), t.Name)
+		}
+		if seen[t.Name] {
+			c.pool.put(ctx, in, true)
+			return nil, fmt.Errorf("%w: capsule %q: tool %q described twice", ErrDescribe, c.Name(), t.Name)
+		}
+		seen[t.Name] = true
+	}
+	c.pool.put(ctx, in, false)
+	return tools, nil
+}
+
+func toolNameOK(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// policy derives the registry policy from the manifest, refusing what the
+// host does not allow. A manifest can lower the host's limits, never raise
+// them: raising is refused rather than clamped, so the operator learns the
+// capsule expects more than it will get.
+func (h *Host) policy(m *manifest.Manifest) (registry.CapsulePolicy, error) {
+	refuse := func(key, format string, args ...any) (registry.CapsulePolicy, error) {
+		return registry.CapsulePolicy{}, fmt.Errorf("%w: capsule %q: %w", ErrPolicy, m.Name, m.Errorf(key, format, args...))
+	}
+	caps := m.Capabilities
+	if !slices.Contains(h.cfg.Backends, caps.Backend) {
+		return refuse("capabilities.backend", "backend %q is not available on this host (available: %v)", caps.Backend, h.cfg.Backends)
+	}
+	if caps.Profile != "" && !slices.Contains(h.cfg.Profiles, caps.Profile) {
+		return refuse("capabilities.profile", "launch profile %q is not known to this host (known: %v)", caps.Profile, h.cfg.Profiles)
+	}
+	if caps.Network && !h.cfg.AllowNetwork {
+		return refuse("capabilities.network", "network access is not allowed on this host")
+	}
+	q, l := h.cfg.HostQuotas, h.cfg.HostLimits
+	type ceil struct {
+		key        string
+		want, host int64
+	}
+	for _, c := range []ceil{
+		{"limits.max_concurrent", int64(m.Limits.MaxConcurrent), int64(q.MaxConcurrent)},
+		{"limits.max_retained", int64(m.Limits.MaxRetained), int64(q.MaxRetained)},
+		{"limits.max_entries", int64(m.Limits.MaxEntries), int64(q.MaxEntries)},
+		{"limits.max_memory_bytes", m.Limits.MaxMemoryBytes, l.MemoryBytes},
+		{"limits.max_cpu_ms", m.Limits.MaxCPU.Milliseconds(), l.CPUTime.Milliseconds()},
+		{"limits.max_pids", int64(m.Limits.MaxPids), int64(l.Pids)},
+		{"limits.max_open_files", int64(m.Limits.MaxOpenFiles), int64(l.OpenFiles)},
+	} {
+		if c.want > 0 && c.host > 0 && c.want > c.host {
+			return refuse(c.key, "%d exceeds the host's ceiling %d (a manifest can only lower limits)", c.want, c.host)
+		}
+	}
+	p := registry.CapsulePolicy{
+		AllowPersistent: caps.AllowPersistent,
+		Backend:         caps.Backend,
+		Network:         caps.Network,
+		Profile:         caps.Profile,
+		Workspace:       filepath.Join(h.cfg.WorkspaceRoot, m.Name),
+		Quotas: registry.Quotas{
+			MaxConcurrent: m.Limits.MaxConcurrent,
+			MaxRetained:   m.Limits.MaxRetained,
+			MaxEntries:    m.Limits.MaxEntries,
+		},
+		Limits: l,
+	}
+	if m.Limits.MaxMemoryBytes > 0 {
+		p.Limits.MemoryBytes = m.Limits.MaxMemoryBytes
+	}
+	if m.Limits.MaxCPU > 0 {
+		p.Limits.CPUTime = m.Limits.MaxCPU
+	}
+	if m.Limits.MaxPids > 0 {
+		p.Limits.Pids = m.Limits.MaxPids
+	}
+	if m.Limits.MaxOpenFiles > 0 {
+		p.Limits.OpenFiles = m.Limits.MaxOpenFiles
+	}
+	for _, e := range caps.Exec {
+		if filepath.IsAbs(e) {
+			p.Exec = append(p.Exec, filepath.Clean(e))
+			continue
+		}
+		if caps.Backend == "oci" {
+			return refuse("capabilities.exec", "%q: with backend \"oci\" executables are paths inside the image and must be absolute", e)
+		}
+		abs, err := exec.LookPath(e)
+		if err == nil {
+			abs, err = filepath.Abs(abs)
+		}
+		if err != nil {
+			return refuse("capabilities.exec", "%q: not found in the host's PATH: %v", e, err)
+		}
+		p.Exec = append(p.Exec, abs)
+	}
+	return p, nil
+}
+
+// Remove unloads a capsule and stops all its processes.
+func (h *Host) Remove(ctx context.Context, name string) error {
+	h.loadMu.Lock()
+	defer h.loadMu.Unlock()
+	h.mu.Lock()
+	c, ok := h.capsules[name]
+	delete(h.capsules, name)
+	h.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownCapsule, name)
+	}
+	c.pool.close()
+	if err := h.reg.RemoveCapsule(ctx, name); err != nil {
+		return fmt.Errorf("capsule %q: registry: %w", name, err)
+	}
+	h.log.Info("capsule removed", "capsule", name)
+	return nil
+}
+
+// Capsules lists the loaded capsules by name.
+func (h *Host) Capsules() []*Capsule {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]*Capsule, 0, len(h.capsules))
+	for _, c := range h.capsules {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// Capsule returns a loaded capsule.
+func (h *Host) Capsule(name string) (*Capsule, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	c, ok := h.capsules[name]
+	return c, ok
+}
+
+func (h *Host) isClosed() bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.closed
+}
+
+// Close closes every pool and the engine. In-flight calls finish first
+// (bounded by ctx). The registry is the caller's: shut it down after.
+func (h *Host) Close(ctx context.Context) error {
+	h.loadMu.Lock()
+	defer h.loadMu.Unlock()
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	cs := h.capsules
+	h.capsules = map[string]*Capsule{}
+	h.mu.Unlock()
+	for _, c := range cs {
+		c.pool.close()
+	}
+	for _, c := range cs {
+		c.pool.wait(ctx)
+	}
+	return h.eng.Close(ctx)
+}

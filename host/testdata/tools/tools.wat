@@ -1,0 +1,98 @@
+;; A capsule:guest@1.0.0 guest in WAT, for the host tests and benchmarks.
+;; Tools (dispatched on the first byte of the name):
+;;   noop -> ok "{}"          spin -> loops forever     trap -> unreachable
+;;   oob  -> out-of-bounds load   fail -> err "boom"    echo -> ok input
+;;   hello -> writes "hello from tools" to stdout, ok "{}"
+;;   bad  -> ok with invalid UTF-8 (an ABI violation the host must trap on)
+;; Rebuild: wat2wasm tools.wat -o tools.wasm (tests write the manifest and its sha256)
+(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 8192))
+
+  (data (i32.const 256) "noop")
+  (data (i32.const 272) "does nothing")
+  (data (i32.const 288) "{\"type\":\"object\"}")
+  (data (i32.const 320) "spin")
+  (data (i32.const 336) "loops forever")
+  (data (i32.const 352) "trap")
+  (data (i32.const 368) "hits unreachable")
+  (data (i32.const 384) "oob")
+  (data (i32.const 400) "reads out of bounds")
+  (data (i32.const 432) "fail")
+  (data (i32.const 448) "returns err boom")
+  (data (i32.const 464) "echo")
+  (data (i32.const 480) "echoes its input")
+  (data (i32.const 512) "hello")
+  (data (i32.const 528) "says hello on stdout")
+  (data (i32.const 560) "boom")
+  (data (i32.const 576) "{}")
+  (data (i32.const 592) "hello from tools\n")
+  (data (i32.const 616) "\ff\fe")
+  (data (i32.const 624) "bad")
+  (data (i32.const 640) "returns invalid UTF-8")
+
+  ;; cabi_realloc: bump allocator, grows memory as needed.
+  (func (export "cabi_realloc") (param $old i32) (param $osz i32) (param $align i32) (param $n i32) (result i32)
+    (local $p i32) (local $end i32)
+    (local.set $p (i32.and (i32.add (global.get $heap) (i32.sub (local.get $align) (i32.const 1)))
+                           (i32.sub (i32.const 0) (local.get $align))))
+    (local.set $end (i32.add (local.get $p) (local.get $n)))
+    (if (i32.gt_u (local.get $end) (i32.mul (memory.size) (i32.const 65536)))
+      (then (if (i32.eq (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end) (i32.mul (memory.size) (i32.const 65536))) (i32.const 16)) (i32.const 1))) (i32.const -1))
+        (then unreachable))))
+    (global.set $heap (local.get $end))
+    (local.get $p))
+
+  ;; spec writes tool-spec i (24 bytes) at 1024 + 24*i.
+  (func $spec (param $i i32) (param $np i32) (param $nl i32) (param $dp i32) (param $dl i32)
+    (local $a i32)
+    (local.set $a (i32.add (i32.const 1024) (i32.mul (local.get $i) (i32.const 24))))
+    (i32.store (local.get $a) (local.get $np))
+    (i32.store offset=4 (local.get $a) (local.get $nl))
+    (i32.store offset=8 (local.get $a) (local.get $dp))
+    (i32.store offset=12 (local.get $a) (local.get $dl))
+    (i32.store offset=16 (local.get $a) (i32.const 288))
+    (i32.store offset=20 (local.get $a) (i32.const 17)))
+
+  (func (export "capsule:guest/tool@1.0.0#describe") (result i32)
+    (call $spec (i32.const 0) (i32.const 256) (i32.const 4) (i32.const 272) (i32.const 12))
+    (call $spec (i32.const 1) (i32.const 320) (i32.const 4) (i32.const 336) (i32.const 13))
+    (call $spec (i32.const 2) (i32.const 352) (i32.const 4) (i32.const 368) (i32.const 16))
+    (call $spec (i32.const 3) (i32.const 384) (i32.const 3) (i32.const 400) (i32.const 19))
+    (call $spec (i32.const 4) (i32.const 432) (i32.const 4) (i32.const 448) (i32.const 16))
+    (call $spec (i32.const 5) (i32.const 464) (i32.const 4) (i32.const 480) (i32.const 16))
+    (call $spec (i32.const 6) (i32.const 512) (i32.const 5) (i32.const 528) (i32.const 20))
+    (call $spec (i32.const 7) (i32.const 624) (i32.const 3) (i32.const 640) (i32.const 21))
+    (i32.store (i32.const 1008) (i32.const 1024))
+    (i32.store (i32.const 1012) (i32.const 8))
+    (i32.const 1008))
+
+  ;; ret writes result<string,string> {disc, ptr, len} at 992.
+  (func $ret (param $disc i32) (param $p i32) (param $l i32) (result i32)
+    (i32.store8 (i32.const 992) (local.get $disc))
+    (i32.store (i32.const 996) (local.get $p))
+    (i32.store (i32.const 1000) (local.get $l))
+    (i32.const 992))
+
+  (func (export "capsule:guest/tool@1.0.0#call") (param $np i32) (param $nl i32) (param $ip i32) (param $il i32) (result i32)
+    (local $c i32)
+    (local.set $c (i32.load8_u (local.get $np)))
+    (if (i32.eq (local.get $c) (i32.const 0x6e)) (then (return (call $ret (i32.const 0) (i32.const 576) (i32.const 2)))))
+    (if (i32.eq (local.get $c) (i32.const 0x73)) (then (loop $l (br $l))))
+    (if (i32.eq (local.get $c) (i32.const 0x74)) (then unreachable))
+    (if (i32.eq (local.get $c) (i32.const 0x6f)) (then (drop (i32.load (i32.const -4)))))
+    (if (i32.eq (local.get $c) (i32.const 0x66)) (then (return (call $ret (i32.const 1) (i32.const 560) (i32.const 4)))))
+    (if (i32.eq (local.get $c) (i32.const 0x65)) (then (return (call $ret (i32.const 0) (local.get $ip) (local.get $il)))))
+    (if (i32.eq (local.get $c) (i32.const 0x62)) (then (return (call $ret (i32.const 0) (i32.const 616) (i32.const 2)))))
+    (if (i32.eq (local.get $c) (i32.const 0x68)) (then
+      (i32.store (i32.const 960) (i32.const 592))
+      (i32.store (i32.const 964) (i32.const 17))
+      (drop (call $fd_write (i32.const 1) (i32.const 960) (i32.const 1) (i32.const 968)))
+      (return (call $ret (i32.const 0) (i32.const 576) (i32.const 2)))))
+    unreachable)
+
+  ;; Called by the host after it has copied the result out.
+  (func (export "cabi_post_capsule:guest/tool@1.0.0#call") (param i32)
+    (global.set $heap (i32.const 8192)))
+)

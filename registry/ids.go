@@ -1,0 +1,71 @@
+package registry
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/hex"
+	"fmt"
+
+	"golang.org/x/crypto/blake2b"
+)
+
+// idEncoding is RFC 4648 base32, lowercase, no padding: 32 bytes → 52
+// characters of [a-z2-7], a valid topic/path suffix everywhere.
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// idLen is the wire length of every process ID.
+const idLen = 52
+
+// procKey is the keyed hash of an ID: the only form the registry indexes
+// by, so a memory dump of the map does not yield usable IDs.
+type procKey [32]byte
+
+// newRawID draws 256 bits from the OS CSPRNG.
+func newRawID() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("%w: reading the CSPRNG: %v", ErrInternal, err)
+	}
+	return idEncoding.EncodeToString(b[:]), nil
+}
+
+// keyOf hashes any string, well-formed or not, so a lookup of a malformed
+// ID costs the same as one of a real ID (no timing oracle for the format).
+func (r *Registry) keyOf(id string) procKey {
+	h, _ := blake2b.New256(r.hashKey[:]) // key is 32 bytes: never fails
+	h.Write([]byte(id))
+	var k procKey
+	h.Sum(k[:0])
+	return k
+}
+
+// short is the log form of a key: 48 bits of a secret-keyed hash, enough
+// to correlate log lines, useless to recover or guess the ID.
+func (k procKey) short() string { return hex.EncodeToString(k[:6]) }
+
+// validPrincipal is the principal grammar: 1..128 bytes of
+// [A-Za-z0-9._@:_-], starting with a letter or digit (so "." and ".." and
+// hidden names are impossible: the name doubles as a directory name).
+func validPrincipal(p string) error {
+	if len(p) == 0 || len(p) > 128 {
+		return fmt.Errorf("%w: principal must be 1..128 bytes, got %d", ErrInvalidInput, len(p))
+	}
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if alnum || (i > 0 && (c == '.' || c == '_' || c == '@' || c == ':' || c == '-')) {
+			continue
+		}
+		return fmt.Errorf("%w: principal %q: byte %d (%q) is outside [A-Za-z0-9][A-Za-z0-9._@:_-]*", ErrInvalidInput, p, i, c)
+	}
+	return nil
+}
+
+// validCapsuleName bounds capsule names the same way (they appear in logs
+// and operator views).
+func validCapsuleName(n string) error {
+	if err := validPrincipal(n); err != nil {
+		return fmt.Errorf("%w: capsule name %q: must match the principal grammar", ErrInvalidInput, n)
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package registry
+
+import (
+	"context"
+	"time"
+)
+
+// The operator views act across principals (host admin APIs, `ps`). They
+// never refresh idle clocks: the operator looking is not the owner using.
+
+// OperatorList lists persistent processes matching f (empty fields: all).
+func (r *Registry) OperatorList(f OperatorFilter) []Info {
+	var ps []*proc
+	r.mu.Lock()
+	for _, p := range r.byKey {
+		if (f.Capsule == "" || p.own.capsule == f.Capsule) && (f.Principal == "" || p.own.principal == f.Principal) {
+			ps = append(ps, p)
+		}
+	}
+	r.mu.Unlock()
+	sortProcs(ps)
+	out := make([]Info, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, r.info(p, 0, true))
+	}
+	return out
+}
+
+func (r *Registry) operatorResolve(id string) (*proc, error) {
+	k := r.keyOf(id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.byKey[k]
+	if p == nil || p.forgotten {
+		return nil, ErrNoSuchProcess
+	}
+	return p, nil
+}
+
+func (r *Registry) OperatorStatus(id string) (Info, error) {
+	p, err := r.operatorResolve(id)
+	if err != nil {
+		return Info{}, err
+	}
+	return r.info(p, 0, true), nil
+}
+
+func (r *Registry) OperatorReadSince(id string, s Stream, cursor *string, max uint32) (LogChunk, error) {
+	p, err := r.operatorResolve(id)
+	if err != nil {
+		return LogChunk{}, err
+	}
+	return r.readSince(p, s, cursor, max)
+}
+
+// OperatorStop stops any process (reason stopped).
+func (r *Registry) OperatorStop(ctx context.Context, id string, grace *time.Duration) (Exit, error) {
+	p, err := r.operatorResolve(id)
+	if err != nil {
+		return Exit{}, err
+	}
+	r.log.Info("operator stop", p.attrs()...)
+	return r.stop(ctx, p, grace)
+}

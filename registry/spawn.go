@@ -1,0 +1,562 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+)
+
+// caller returns the ctx's Caller as an owner, validated. A missing caller
+// is a host bug (ErrInternal), never a panic.
+func (r *Registry) caller(ctx context.Context) (owner, error) {
+	c, ok := CallerFrom(ctx)
+	if !ok {
+		return owner{}, fmt.Errorf("%w: the call context carries no caller", ErrInternal)
+	}
+	if c.Capsule == "" {
+		return owner{}, fmt.Errorf("%w: the caller has no capsule", ErrInternal)
+	}
+	if !c.Fallback || c.Principal != "" {
+		if err := validPrincipal(c.Principal); err != nil {
+			return owner{}, err
+		}
+	}
+	return owner{capsule: c.Capsule, principal: c.Principal, fallback: c.Fallback}, nil
+}
+
+// prepared is a validated spawn, ready to reserve and start.
+type prepared struct {
+	spec    sandbox.ProcessSpec
+	backend sandbox.Backend
+	cs      *capsuleState
+	command string
+	label   string
+	persist *PersistOptions
+}
+
+// prepare validates a request against the capsule's policy and builds the
+// full ProcessSpec. Nothing starts here; the only side effect is the
+// principal's workspace directory.
+func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions) (*prepared, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: registry is shut down", ErrUnavailable)
+	}
+	cs := r.capsules[o.capsule]
+	if cs == nil {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: capsule %q is not registered with the process registry", ErrCapabilityDenied, o.capsule)
+	}
+	pol, execOK, literal := cs.policy, cs.exec, cs.literal
+	r.mu.Unlock()
+
+	if persist != nil {
+		if o.fallback {
+			return nil, fmt.Errorf("%w: the call carries no principal (owner-fallback); persistent processes need an authenticated principal", ErrPersistUnsupported)
+		}
+		if !pol.AllowPersistent {
+			return nil, fmt.Errorf("%w: capsule %q does not declare allow_persistent", ErrPersistUnsupported, o.capsule)
+		}
+	}
+	if req.Cmd == "" {
+		return nil, fmt.Errorf("%w: cmd is empty", ErrInvalidInput)
+	}
+	if strings.IndexByte(req.Cmd, 0) >= 0 {
+		return nil, fmt.Errorf("%w: cmd contains NUL", ErrInvalidInput)
+	}
+	for i, a := range req.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("%w: args[%d] contains NUL", ErrInvalidInput, i)
+		}
+	}
+	be := r.cfg.Backends[pol.Backend]
+	if be == nil {
+		return nil, fmt.Errorf("%w: backend %q is not configured on this host", ErrUnavailable, pol.Backend)
+	}
+	if len(req.Stdin) > r.cfg.Defaults.StdinPreludeMax {
+		return nil, fmt.Errorf("%w: stdin prelude is %d bytes (max %d)", ErrTooLarge, len(req.Stdin), r.cfg.Defaults.StdinPreludeMax)
+	}
+
+	env, err := buildEnv(os.Environ(), pol.Env, req.Env)
+	if err != nil {
+		return nil, err
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	argv0, err := resolveExec(req.Cmd, path, execOK, literal)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := principalWorkspace(pol.Workspace, o)
+	if err != nil {
+		return nil, err
+	}
+	cwd, err := confineCwd(ws, req.Cwd)
+	if err != nil {
+		return nil, err
+	}
+
+	pr := &prepared{backend: be, cs: cs, command: req.Cmd, persist: persist}
+	stdin := sandbox.StdinSpec{Mode: sandbox.StdinClosed}
+	if req.HasStdin || req.Stdin != nil {
+		stdin = sandbox.StdinSpec{Mode: sandbox.StdinBytes, Data: req.Stdin}
+	}
+	out := sandbox.OutputSpec{
+		RingBytes:  r.cfg.Defaults.LogRingBytes,
+		SpillBytes: r.cfg.Defaults.SpillBytes,
+		Overflow:   sandbox.DropOldest,
+		SpillDir:   r.cfg.StateDir,
+	}
+	limits := pol.Limits
+	pr.label = deriveLabel(req.Cmd)
+	if persist != nil {
+		if persist.Label != nil {
+			if err := validLabel(*persist.Label); err != nil {
+				return nil, err
+			}
+			pr.label = *persist.Label
+		}
+		if persist.KeepStdinOpen {
+			stdin = sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: req.Stdin}
+		}
+		switch persist.Overflow {
+		case 0, sandbox.DropOldest:
+		case sandbox.Backpressure:
+			out.Overflow = sandbox.Backpressure
+		default:
+			return nil, fmt.Errorf("%w: overflow policy %d is unknown", ErrInvalidInput, persist.Overflow)
+		}
+		if persist.LogRingBytes != nil {
+			out.RingBytes = clampInt(int(*persist.LogRingBytes), minRingBytes, maxRingBytes)
+		}
+		if limits, err = effectiveLimits(pol.Limits, persist.Limits); err != nil {
+			return nil, err
+		}
+		for _, d := range []struct {
+			name string
+			v    *time.Duration
+		}{{"max-lifetime-ms", persist.MaxLifetime}, {"idle-timeout-ms", persist.IdleTimeout}} {
+			if d.v != nil && *d.v <= 0 {
+				return nil, fmt.Errorf("%w: %s must be > 0", ErrInvalidInput, d.name)
+			}
+		}
+		if persist.ExitRetention != nil && *persist.ExitRetention < 0 {
+			return nil, fmt.Errorf("%w: exit-retention-ms must be >= 0", ErrInvalidInput)
+		}
+	}
+	pr.spec = sandbox.ProcessSpec{
+		Argv:      append([]string{argv0}, req.Args...),
+		Cwd:       cwd,
+		Env:       env,
+		Stdin:     stdin,
+		Output:    out,
+		Grace:     r.cfg.Defaults.StopGraceCap, // the registry bounds each graceful stop with its own ctx
+		Drain:     r.cfg.Defaults.Drain,
+		Limits:    limits,
+		Isolation: sandbox.IsolationSpec{Workspace: ws, Network: pol.Network, Profile: pol.Profile},
+		Label:     pr.label,
+	}
+	return pr, nil
+}
+
+// resolveExec enforces the capsule's exec list before anything starts:
+// the command is resolved (absolute path, or lookup on the sandbox PATH),
+// symlinks evaluated, and the result compared exactly (never by prefix)
+// with the resolved allowed entries. A command that is neither allowed nor
+// found is capability-denied, so a guest cannot probe the host's
+// filesystem; only an allowed-but-missing entry says "not found".
+func resolveExec(cmd, path string, allowed, literal map[string]bool) (string, error) {
+	cand := ""
+	switch {
+	case filepath.IsAbs(cmd):
+		cand = filepath.Clean(cmd)
+	case strings.ContainsRune(cmd, '/'):
+		return "", fmt.Errorf("%w: command %q: a path must be absolute", ErrCapabilityDenied, cmd)
+	default:
+		for _, dir := range filepath.SplitList(path) {
+			if !filepath.IsAbs(dir) {
+				continue
+			}
+			c := filepath.Join(dir, cmd)
+			if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+				cand = c
+				break
+			}
+		}
+	}
+	if cand != "" {
+		if res, err := filepath.EvalSymlinks(cand); err == nil && allowed[res] {
+			return res, nil
+		} else if err != nil && literal[cand] && errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%w: command %q: allowed but not found on this host", ErrInvalidInput, cmd)
+		}
+	}
+	return "", fmt.Errorf("%w: command %q is not in the capsule's exec list", ErrCapabilityDenied, cmd)
+}
+
+// principalWorkspace is the principal's own directory under the capsule
+// workspace, created 0700 on first use, so principals never share files.
+// The owner-fallback gets ".owner", a name no principal can have.
+func principalWorkspace(root string, o owner) (string, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return "", fmt.Errorf("%w: workspace %q: %v", ErrUnavailable, root, err)
+	}
+	name := o.principal
+	if o.fallback {
+		name = ".owner"
+	}
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("%w: principal workspace: %v", ErrUnavailable, err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("%w: principal workspace: %v", ErrUnavailable, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%w: principal workspace is not a directory (symlink?)", ErrBoundaryEscape)
+	}
+	return dir, nil
+}
+
+func validLabel(l string) error {
+	if len(l) > maxLabelBytes {
+		return fmt.Errorf("%w: label is %d bytes (max %d)", ErrInvalidInput, len(l), maxLabelBytes)
+	}
+	if !utf8.ValidString(l) {
+		return fmt.Errorf("%w: label is not valid UTF-8", ErrInvalidInput)
+	}
+	for _, c := range l {
+		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) {
+			return fmt.Errorf("%w: label contains control character %U", ErrInvalidInput, c)
+		}
+	}
+	return nil
+}
+
+// deriveLabel is the label when none is given: the command's base name,
+// cleaned to fit the label rules.
+func deriveLabel(cmd string) string {
+	b := []rune(filepath.Base(cmd))
+	out := make([]rune, 0, len(b))
+	n := 0
+	for _, c := range b {
+		if c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == utf8.RuneError {
+			continue
+		}
+		if n+utf8.RuneLen(c) > maxLabelBytes {
+			break
+		}
+		n += utf8.RuneLen(c)
+		out = append(out, c)
+	}
+	return string(out)
+}
+
+// reserve takes the quotas atomically, before anything starts, and
+// registers p as starting. Every failure after it must call unreserve.
+func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
+	p := &proc{
+		own:        o,
+		persistent: pr.persist != nil,
+		label:      pr.label,
+		command:    pr.command,
+		backend:    pr.backend,
+		overflow:   pr.spec.Output.Overflow,
+		cs:         pr.cs,
+		stdinSem:   make(chan struct{}, 1),
+		rearm:      make(chan struct{}, 1),
+	}
+	d := r.cfg.Defaults
+	p.maxLifetime, p.idle, p.retention = d.MaxLifetime, d.IdleTimeout, d.ExitRetention
+	if po := pr.persist; po != nil {
+		p.keepStdin = po.KeepStdinOpen
+		if po.MaxLifetime != nil {
+			p.maxLifetime = min(*po.MaxLifetime, d.MaxLifetime)
+		}
+		if po.IdleTimeout != nil {
+			p.idle = min(*po.IdleTimeout, d.MaxLifetime)
+		}
+		if po.ExitRetention != nil {
+			p.retention = min(*po.ExitRetention, exitRetentionCeil)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, fmt.Errorf("%w: registry is shut down", ErrUnavailable)
+	}
+	if r.capsules[o.capsule] != pr.cs {
+		return nil, fmt.Errorf("%w: capsule %q was removed", ErrUnavailable, o.capsule)
+	}
+	q := r.quotasFor(&pr.cs.policy)
+	sc := r.scopeLocked(o)
+	if sc.running >= q.MaxConcurrent {
+		return nil, fmt.Errorf("%w: %d of %d concurrent processes of this principal are running", ErrQuota, sc.running, q.MaxConcurrent)
+	}
+	if p.persistent {
+		if sc.retained >= q.MaxRetained {
+			return nil, fmt.Errorf("%w: %d of %d retained process IDs of this principal are in use; release exited processes", ErrRegistryFull, sc.retained, q.MaxRetained)
+		}
+		if pr.cs.entries >= q.MaxEntries {
+			return nil, fmt.Errorf("%w: capsule %q holds %d of %d process entries", ErrRegistryFull, o.capsule, pr.cs.entries, q.MaxEntries)
+		}
+	}
+	// An ID for both tiers: ephemeral ones are never published, but give
+	// log lines a correlating short hash.
+	for i := 0; ; i++ {
+		id, err := newRawID()
+		if err != nil {
+			return nil, err
+		}
+		k := r.keyOf(id)
+		if _, dup := r.byKey[k]; !dup {
+			if _, dup = r.tombs[k]; !dup {
+				p.id, p.key = id, k
+				break
+			}
+		}
+		if i == 8 {
+			return nil, fmt.Errorf("%w: could not draw a unique process ID", ErrInternal)
+		}
+	}
+	if !p.persistent {
+		p.id = ""
+	}
+	sc.running++
+	if p.persistent {
+		sc.retained++
+		pr.cs.entries++
+	}
+	p.sc = sc
+	r.all[p] = struct{}{}
+	r.inflight.Add(1)
+	return p, nil
+}
+
+// unreserve undoes reserve for a process that never started.
+func (r *Registry) unreserveLocked(p *proc) {
+	delete(r.all, p)
+	p.forgotten = true
+	p.exited = true // its slots are returned here: recordExit must not return them again
+	p.sc.running--
+	if p.persistent {
+		p.sc.retained--
+		p.cs.entries--
+	}
+}
+
+// start runs the reserved process and publishes it. On any failure the
+// reservation is released and nothing is left running.
+func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
+	defer r.inflight.Done()
+	h, err := pr.backend.Start(ctx, pr.spec)
+	if err != nil {
+		r.mu.Lock()
+		r.unreserveLocked(p)
+		r.mu.Unlock()
+		err = mapSandboxErr("spawn "+pr.command, err)
+		r.log.Info("spawn failed", append(p.attrs(), "cmd", pr.spec.Argv[0], "err", err)...)
+		return err
+	}
+	r.mu.Lock()
+	if r.closed || p.reasonSet {
+		// Removed, evicted or shut down while starting: kill what we
+		// started, release the reservation.
+		r.unreserveLocked(p)
+		p.h = h
+		r.mu.Unlock()
+		fctx, cancel := context.WithTimeout(context.Background(), forceTerminateBound+r.cfg.Defaults.Drain)
+		h.Terminate(fctx, sandbox.Force)
+		cancel()
+		r.cleanup(p)
+		return fmt.Errorf("%w: the capsule or principal was removed while the process started", ErrUnavailable)
+	}
+	now := r.now()
+	p.h, p.started, p.lastTouch = h, now, now
+	if p.persistent {
+		r.byKey[p.key] = p
+	}
+	r.workers.Add(1)
+	r.mu.Unlock()
+	go r.watch(p)
+	tier := "background"
+	if p.persistent {
+		tier = "persistent"
+	}
+	r.log.Info("process spawned", append(p.attrs(), "tier", tier, "cmd", pr.spec.Argv[0], "label", p.label)...)
+	return nil
+}
+
+// watch is a process's one goroutine: it turns output into coalesced
+// log-ready events and records the exit.
+func (r *Registry) watch(p *proc) {
+	defer r.workers.Done()
+	var ch [2]<-chan struct{}
+	var seen [2]int64
+	check := func(s Stream) {
+		l := p.log(s)
+		ch[s] = l.Changed() // arm before reading End: no lost wake-up
+		if l.Closed() {
+			ch[s] = nil // a closed log's channel stays closed: never spin on it
+		}
+		if end := l.End(); end > seen[s] && r.emitLogReady(p, s) {
+			seen[s] = end
+			ch[s] = nil // coalesced: re-armed when the event is consumed
+		}
+	}
+	if p.persistent {
+		check(Stdout)
+		check(Stderr)
+	}
+	for {
+		select {
+		case <-p.h.Done():
+			if p.persistent {
+				check(Stdout)
+				check(Stderr)
+			}
+			r.recordExit(p)
+			return
+		case <-ch[Stdout]:
+			check(Stdout)
+		case <-ch[Stderr]:
+			check(Stderr)
+		case <-p.rearm:
+			for _, s := range []Stream{Stdout, Stderr} {
+				if ch[s] == nil {
+					check(s)
+				}
+			}
+		}
+	}
+}
+
+// Spawn runs a process to completion (bounded by req.Timeout, clamped to
+// Defaults.SpawnTimeout). On timeout the tree is killed and the partial
+// output is returned with the signal exit.
+func (r *Registry) Spawn(ctx context.Context, req SpawnRequest) (Result, error) {
+	o, err := r.caller(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	timeout := r.cfg.Defaults.SpawnTimeout
+	if req.Timeout != nil {
+		if *req.Timeout <= 0 {
+			return Result{}, fmt.Errorf("%w: timeout-ms must be > 0", ErrInvalidInput)
+		}
+		timeout = min(timeout, *req.Timeout)
+	}
+	pr, err := r.prepare(o, req, nil)
+	if err != nil {
+		return Result{}, err
+	}
+	p, err := r.reserve(o, pr)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := r.start(ctx, p, pr); err != nil {
+		return Result{}, err
+	}
+	defer r.forget(p)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.h.Done():
+	case <-t.C:
+		r.mu.Lock()
+		r.claimLocked(p, ReasonKilled)
+		r.mu.Unlock()
+		r.terminate(ctx, p, 0)
+	case <-ctx.Done():
+		r.terminate(ctx, p, 0)
+		r.recordExit(p)
+		return Result{}, ctxErr(ctx, "spawn")
+	}
+	r.recordExit(p)
+	res := Result{}
+	var tr1, tr2 bool
+	res.Stdout, tr1 = readAll(p.h.Stdout(), r.cfg.Defaults.ReadMax)
+	res.Stderr, tr2 = readAll(p.h.Stderr(), r.cfg.Defaults.ReadMax)
+	res.Truncated = tr1 || tr2
+	r.mu.Lock()
+	res.Exit = p.exit
+	r.mu.Unlock()
+	return res, nil
+}
+
+// readAll reads a stream from its start, up to max bytes; truncated
+// reports any byte not returned (dropped, or beyond max).
+func readAll(l *sandbox.OutputLog, max int) ([]byte, bool) {
+	var out []byte
+	var off, dropped int64
+	for len(out) < max {
+		c, err := l.ReadFrom(off, min(max-len(out), 1<<20))
+		if err != nil {
+			return out, true
+		}
+		dropped += c.Dropped
+		out = append(out, c.Data...)
+		off = c.Next
+		if len(c.Data) == 0 {
+			break
+		}
+	}
+	return out, dropped > 0 || off < l.End()
+}
+
+// SpawnBackground starts an ephemeral process owned by the returned
+// handle: dropping the handle kills and reaps it.
+func (r *Registry) SpawnBackground(ctx context.Context, req SpawnRequest) (*Handle, error) {
+	o, err := r.caller(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := r.prepare(o, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	p, err := r.reserve(o, pr)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.start(ctx, p, pr); err != nil {
+		return nil, err
+	}
+	return &Handle{r: r, p: p, own: o}, nil
+}
+
+// SpawnPersistent starts a process in the registry of the caller's
+// (capsule, principal) and returns its ID. Quotas are reserved before
+// anything starts.
+func (r *Registry) SpawnPersistent(ctx context.Context, req SpawnRequest, o PersistOptions) (string, error) {
+	own, err := r.caller(ctx)
+	if err != nil {
+		return "", err
+	}
+	pr, err := r.prepare(own, req, &o)
+	if err != nil {
+		return "", err
+	}
+	p, err := r.reserve(own, pr)
+	if err != nil {
+		return "", err
+	}
+	if err := r.start(ctx, p, pr); err != nil {
+		return "", err
+	}
+	return p.id, nil
+}

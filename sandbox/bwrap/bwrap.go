@@ -1,0 +1,412 @@
+// Package bwrap is the bubblewrap backend: the local backend's process
+// ownership (session, cgroup, pidfd, limits, pipes, settling, reaping)
+// with bwrap as the root of every process tree.
+//
+// Inside the sandbox the host root is visible read-only, with a fresh
+// /dev, /proc and private /tmp; only the workspace is writable; the
+// host's state directory and the operator's credential directories are
+// masked by empty tmpfs (directories) or /dev/null (files); every
+// namespace is unshared (the network only stays shared when the spec
+// grants it); the sandbox gets a new session (no TIOCSTI into the host's
+// terminal) and dies with its parent.
+//
+// Signals. bwrap's outer process does not forward signals and dies of a
+// SIGTERM, which would take the sandbox down with it (die-with-parent):
+// a graceful stop would then never time out. So catchable signals go to
+// the sandboxed processes only (the descendants of bwrap), and bwrap
+// exits when its child does. SIGKILL goes through the local backend to
+// the whole tree and cgroup. bwrap reports a child killed by signal n as
+// exit code 128+n; the backend turns that back into Exit.Signal = n, so
+// that Exits mean the same as in the local backend (a program exiting
+// with 128+n itself is therefore reported as killed by n).
+package bwrap
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/local"
+)
+
+// HomeCredentials are the operator's credential paths masked in every
+// sandbox, relative to Options.Home.
+var HomeCredentials = []string{".ssh", ".aws", ".gnupg", ".netrc", ".docker", ".kube", ".config/gcloud"}
+
+// Options configure a Backend.
+type Options struct {
+	// Name is the backend name in every Ref (default "bwrap").
+	Name string
+	// Path is the bwrap binary (default: looked up in PATH).
+	Path string
+	// StateDir is the host's state directory, masked in every sandbox.
+	StateDir string
+	// Home is the operator's home whose HomeCredentials are masked
+	// (default: os.UserHomeDir()).
+	Home string
+	// Mask lists more absolute paths to mask (from the host config).
+	Mask []string
+	// NoCgroups is passed to the local backend (tests of the fallback).
+	NoCgroups bool
+}
+
+// Backend is the bubblewrap backend. Safe for concurrent use.
+type Backend struct {
+	*local.Backend
+	path  string
+	masks []string // absolute, clean; may not exist
+
+	mu    sync.Mutex
+	procs map[string]*record
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// record is what the bwrap layer remembers of a process.
+type record struct {
+	grace time.Duration
+	cpu   time.Duration // RLIMIT_CPU as set (rounded up to seconds)
+
+	mu   sync.Mutex
+	exit *sandbox.Exit // translated once, so Wait and Inspect agree
+}
+
+// translate maps bwrap's report of a child killed by signal n (exit code
+// 128+n: bwrap cannot say otherwise) back to a signal exit, and tells a
+// CPU-limit kill from others. A program that itself exits with 128+n is
+// reported as killed by n: the one ambiguity of this backend. The result
+// is computed once per process.
+func (r *record) translate(e sandbox.Exit, stats func() sandbox.Stats) sandbox.Exit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.exit != nil {
+		return *r.exit
+	}
+	if e.Signal == 0 && e.Code > 128 && e.Code < 128+32 {
+		e.Signal, e.Code = syscall.Signal(e.Code-128), 0
+	}
+	if e.KilledFor == "" && r.cpu > 0 {
+		switch e.Signal {
+		case syscall.SIGXCPU:
+			e.KilledFor = sandbox.LimitCPU
+		case syscall.SIGKILL:
+			if st := stats(); st.CPUTime != nil && *st.CPUTime >= r.cpu {
+				e.KilledFor = sandbox.LimitCPU
+			}
+		}
+	}
+	r.exit = &e
+	return e
+}
+
+// New checks the bwrap binary and the mask paths and returns a backend.
+func New(opts Options) (*Backend, error) {
+	path := opts.Path
+	if path == "" {
+		p, err := exec.LookPath("bwrap")
+		if err != nil {
+			return nil, fmt.Errorf("bwrap: binary not found (apt-get install bubblewrap): %w: %w", sandbox.ErrUnavailable, err)
+		}
+		path = p
+	}
+	if err := checkPath("bwrap path", path); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("bwrap: %w: %w", sandbox.ErrUnavailable, err)
+	}
+	home := opts.Home
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	var masks []string
+	add := func(field, p string) error {
+		if err := checkPath(field, p); err != nil {
+			return err
+		}
+		masks = append(masks, p)
+		return nil
+	}
+	if opts.StateDir != "" {
+		if err := add("state dir", opts.StateDir); err != nil {
+			return nil, err
+		}
+	}
+	if home != "" && home != "/" {
+		for _, c := range HomeCredentials {
+			if err := add("home", filepath.Join(home, c)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, m := range opts.Mask {
+		if err := add("mask", m); err != nil {
+			return nil, err
+		}
+	}
+	b := &Backend{path: path, masks: masks, procs: map[string]*record{}}
+	name := opts.Name
+	if name == "" {
+		name = "bwrap"
+	}
+	lb, err := local.New(local.Options{Name: name, Wrap: b.wrap, NoCgroups: opts.NoCgroups})
+	if err != nil {
+		return nil, err
+	}
+	b.Backend = lb
+	return b, nil
+}
+
+// checkPath refuses paths bwrap must never see: relative or unclean ones
+// and those with quotes, backslashes, newlines or NUL (the peer runtime's
+// rule: such strings have broken sandboxes built from shell-ish argv).
+func checkPath(field, p string) error {
+	if p == "" {
+		return fmt.Errorf("bwrap: %s: empty path: %w", field, sandbox.ErrInvalidSpec)
+	}
+	if strings.ContainsAny(p, "\"'\\\x00\n\r") {
+		return fmt.Errorf("bwrap: %s: path %q contains a quote, backslash, newline or NUL: %w", field, p, sandbox.ErrInvalidSpec)
+	}
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("bwrap: %s: path %q is relative: %w", field, p, sandbox.ErrInvalidSpec)
+	}
+	if filepath.Clean(p) != p {
+		return fmt.Errorf("bwrap: %s: path %q is not clean: %w", field, p, sandbox.ErrBoundaryEscape)
+	}
+	return nil
+}
+
+// mount is one filesystem step of the bwrap command line.
+type mount struct {
+	path string
+	args []string
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// Args returns bwrap's argv for spec (without the binary itself). It is
+// exported for tests and for operators who want to see the sandbox.
+func (b *Backend) Args(spec sandbox.ProcessSpec) ([]string, error) {
+	ws := spec.Isolation.Workspace
+	if err := checkPath("isolation.workspace", ws); err != nil {
+		return nil, err
+	}
+	if err := checkPath("cwd", spec.Cwd); err != nil {
+		return nil, err
+	}
+	if rel, err := filepath.Rel(ws, spec.Cwd); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("bwrap: cwd %q is outside the workspace %q: %w", spec.Cwd, ws, sandbox.ErrBoundaryEscape)
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("bwrap: isolation.workspace %q is not a directory: %w", ws, sandbox.ErrInvalidSpec)
+	}
+	// Mount steps, applied shallowest first so that a deeper step lands
+	// on top of a shallower one: a workspace inside the (masked) state
+	// directory is bound over the mask's tmpfs, a credential directory
+	// inside the workspace is masked over the bind. Ties: masks first.
+	steps := []mount{{"/tmp", []string{"--tmpfs", "/tmp"}}}
+	for _, m := range b.masks {
+		fi, err := os.Stat(m)
+		if err != nil {
+			continue // nothing there to hide
+		}
+		real, err := filepath.EvalSymlinks(m)
+		if err != nil || checkPath("mask", real) != nil {
+			return nil, fmt.Errorf("bwrap: mask %q resolves to an unusable path %q: %w", m, real, sandbox.ErrInvalidSpec)
+		}
+		if fi.IsDir() {
+			steps = append(steps, mount{real, []string{"--tmpfs", real}})
+		} else {
+			steps = append(steps, mount{real, []string{"--ro-bind", "/dev/null", real}})
+		}
+	}
+	wsStep := mount{ws, []string{"--bind", ws, ws}}
+	slices.SortStableFunc(steps, func(a, c mount) int { return depth(a.path) - depth(c.path) })
+	var fsArgs []string
+	placed := false
+	for _, s := range steps {
+		if !placed && depth(s.path) > depth(ws) {
+			fsArgs = append(fsArgs, wsStep.args...)
+			placed = true
+		}
+		fsArgs = append(fsArgs, s.args...)
+	}
+	if !placed {
+		fsArgs = append(fsArgs, wsStep.args...)
+	}
+	args := []string{
+		"--die-with-parent",
+		"--unshare-all",
+	}
+	if spec.Isolation.Network {
+		args = append(args, "--share-net")
+	}
+	args = append(args,
+		"--new-session",
+		"--ro-bind", "/", "/",
+		"--dev", "/dev",
+		"--proc", "/proc",
+	)
+	args = append(args, fsArgs...)
+	args = append(args, "--chdir", spec.Cwd, "--")
+	return append(args, spec.Argv...), nil
+}
+
+func (b *Backend) wrap(spec sandbox.ProcessSpec) ([]string, error) {
+	args, err := b.Args(spec)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{b.path}, args...), nil
+}
+
+// Start implements sandbox.Backend. bwrap's outer process and the
+// sandbox's pid-1 init count against the pids limit, so it is raised by
+// two: the spec's budget stays the caller's.
+func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.Handle, error) {
+	if spec.Limits.Pids > 0 {
+		spec.Limits.Pids += 2
+	}
+	h, err := b.Backend.Start(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	r := &record{grace: spec.Grace}
+	if spec.Limits.CPUTime > 0 {
+		r.cpu = time.Duration(math.Ceil(spec.Limits.CPUTime.Seconds())) * time.Second
+	}
+	b.mu.Lock()
+	b.procs[h.Ref().ID] = r
+	b.mu.Unlock()
+	return &handle{Handle: h, r: r}, nil
+}
+
+func (b *Backend) record(id string) *record {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.procs[id]
+}
+
+// Attach implements sandbox.Backend.
+func (b *Backend) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Handle, error) {
+	h, err := b.Backend.Attach(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if hh, ok := h.(*handle); ok {
+		return hh, nil
+	}
+	r := b.record(ref.ID)
+	if r == nil {
+		return nil, fmt.Errorf("bwrap: process %s: %w", ref.ID, sandbox.ErrNotFound)
+	}
+	return &handle{Handle: h, r: r}, nil
+}
+
+// Inspect implements sandbox.Backend, with the same exit translation as
+// Wait.
+func (b *Backend) Inspect(ctx context.Context, ref sandbox.Ref) (sandbox.Inspection, error) {
+	ins, err := b.Backend.Inspect(ctx, ref)
+	if err != nil || ins.Exit == nil {
+		return ins, err
+	}
+	if r := b.record(ref.ID); r != nil {
+		var st func() sandbox.Stats = func() sandbox.Stats { return sandbox.Stats{} }
+		if h, err := b.Backend.Attach(ctx, ref); err == nil {
+			st = h.Stats
+		}
+		e := r.translate(*ins.Exit, st)
+		ins.Exit = &e
+	}
+	return ins, nil
+}
+
+// Cleanup implements sandbox.Backend.
+func (b *Backend) Cleanup(ctx context.Context, ref sandbox.Ref) error {
+	if err := b.Backend.Cleanup(ctx, ref); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	delete(b.procs, ref.ID)
+	b.mu.Unlock()
+	return nil
+}
+
+// handle wraps the local handle: signals and exits as described in the
+// package comment; everything else is the local backend's.
+type handle struct {
+	sandbox.Handle
+	r *record
+}
+
+func (h *handle) exited() bool {
+	select {
+	case <-h.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *handle) Wait(ctx context.Context) (sandbox.Exit, error) {
+	e, err := h.Handle.Wait(ctx)
+	if err != nil {
+		return e, err
+	}
+	return h.r.translate(e, h.Stats), nil
+}
+
+// Signal delivers sig to the sandboxed processes. SIGKILL goes to the
+// whole tree through the local backend.
+func (h *handle) Signal(sig syscall.Signal) error {
+	if h.exited() {
+		return nil
+	}
+	if sig == syscall.SIGKILL {
+		return h.Handle.Signal(sig)
+	}
+	return signalDescendants(h.PID(), sig)
+}
+
+func (h *handle) Terminate(ctx context.Context, mode sandbox.TerminateMode) (sandbox.Exit, error) {
+	if h.exited() {
+		return h.Wait(ctx)
+	}
+	switch mode {
+	case sandbox.Graceful:
+		if err := h.Signal(syscall.SIGTERM); err != nil {
+			return sandbox.Exit{}, err
+		}
+		t := time.NewTimer(h.r.grace)
+		defer t.Stop()
+		select {
+		case <-h.Done():
+			return h.Wait(ctx)
+		case <-t.C:
+			return sandbox.Exit{}, fmt.Errorf("bwrap: process %s still running %v after SIGTERM: %w", h.Ref().ID, h.r.grace, sandbox.ErrGracefulTimeout)
+		case <-ctx.Done():
+			return sandbox.Exit{}, ctx.Err()
+		}
+	case sandbox.Force:
+		e, err := h.Handle.Terminate(ctx, sandbox.Force)
+		if err != nil {
+			return e, err
+		}
+		return h.r.translate(e, h.Stats), nil
+	}
+	return sandbox.Exit{}, fmt.Errorf("terminate mode %d: %w", mode, sandbox.ErrInvalidSpec)
+}

@@ -1,0 +1,191 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestBuildEnv(t *testing.T) {
+	host := []string{"PATH=/usr/bin", "HOME=/root", "AWS_SECRET_ACCESS_KEY=leak", "LC_ALL=C", "LD_PRELOAD=/evil.so", "TERM=xterm", "GITHUB_TOKEN=leak", "TZ=UTC", "LANG=C.UTF-8", "SSH_AUTH_SOCK=/tmp/x"}
+	got, err := BuildEnv(host, []string{"FOO=bar", "PATH=/opt/bin", "EMPTY="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"PATH=/opt/bin", "HOME=/root", "LC_ALL=C", "TERM=xterm", "TZ=UTC", "LANG=C.UTF-8", "FOO=bar", "EMPTY="}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("BuildEnv = %q\nwant %q", got, want)
+	}
+	for _, kv := range got {
+		if strings.Contains(kv, "leak") {
+			t.Fatalf("host secret leaked: %s", kv)
+		}
+	}
+}
+
+func TestBuildEnvRejects(t *testing.T) {
+	many := make([]string, 257)
+	for i := range many {
+		many[i] = fmt.Sprintf("K%d=v", i)
+	}
+	for _, tc := range []struct {
+		entries []string
+		key     string
+	}{
+		{[]string{"LD_PRELOAD=/x.so"}, "LD_PRELOAD"},
+		{[]string{"LD_LIBRARY_PATH=/x"}, "LD_LIBRARY_PATH"},
+		{[]string{"DYLD_INSERT_LIBRARIES=/x"}, "DYLD_INSERT_LIBRARIES"},
+		{[]string{"BASH_ENV=/x"}, "BASH_ENV"},
+		{[]string{"ENV=/x"}, "ENV"},
+		{[]string{"PYTHONPATH=/x"}, "PYTHONPATH"},
+		{[]string{"PYTHONHOME=/x"}, "PYTHONHOME"},
+		{[]string{"NODE_OPTIONS=--require=/x"}, "NODE_OPTIONS"},
+		{[]string{"PERL5OPT=-M/x"}, "PERL5OPT"},
+		{[]string{"RUBYOPT=-r/x"}, "RUBYOPT"},
+		{[]string{"GCONV_PATH=/x"}, "GCONV_PATH"},
+		{[]string{"ZDOTDIR=/x"}, "ZDOTDIR"},
+		{[]string{"1BAD=x"}, "1BAD"},
+		{[]string{"BAD-KEY=x"}, "BAD-KEY"},
+		{[]string{"=x"}, "empty"},
+		{[]string{"NOEQ"}, "NOEQ"},
+		{[]string{"NUL=a\x00b"}, "NUL"},
+		{[]string{"BIG=" + strings.Repeat("x", 64<<10+1)}, "BIG"},
+		{[]string{"DUP=1", "DUP=2"}, "DUP"},
+		{many, "257 entries"},
+	} {
+		_, err := BuildEnv(nil, tc.entries)
+		if !errors.Is(err, ErrInvalidEnv) || !strings.Contains(err.Error(), tc.key) {
+			t.Errorf("%s: %v, want ErrInvalidEnv naming it", tc.key, err)
+		}
+	}
+	if _, err := BuildEnv(nil, []string{"BIG=" + strings.Repeat("x", 64<<10)}); err != nil {
+		t.Errorf("64 KiB value refused: %v", err)
+	}
+}
+
+func TestConfineCwd(t *testing.T) {
+	root := t.TempDir()
+	outside := t.TempDir()
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(root, "a/b"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "file"), nil, 0o644))
+	must(os.Symlink("a/b", filepath.Join(root, "inlink")))
+	must(os.Symlink(outside, filepath.Join(root, "abslink")))
+	must(os.Symlink("../../..", filepath.Join(root, "a/uplink")))
+	realRoot, _ := filepath.EvalSymlinks(root)
+	for _, walk := range []bool{false, true} {
+		confine := ConfineCwd
+		if walk {
+			confine = confineWalk
+		}
+		for _, tc := range []struct {
+			rel  string
+			want string
+			err  error
+		}{
+			{"", realRoot, nil},
+			{".", realRoot, nil},
+			{"a/b", filepath.Join(realRoot, "a/b"), nil},
+			{"a/../a/b/", filepath.Join(realRoot, "a/b"), nil},
+			{"inlink", filepath.Join(realRoot, "a/b"), nil},
+			{"..", "", ErrBoundaryEscape},
+			{"a/../../x", "", ErrBoundaryEscape},
+			{"/etc", "", ErrBoundaryEscape},
+			{"abslink", "", ErrBoundaryEscape},
+			{"a/uplink", "", ErrBoundaryEscape},
+			{"missing", "", fs.ErrNotExist},
+			{"file", "", syscall.ENOTDIR},
+		} {
+			if walk && tc.rel == "/etc" {
+				continue // the absolute check is ConfineCwd's, before either path
+			}
+			got, err := confine(root, tc.rel)
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Errorf("walk=%v %q: %q %v, want %v", walk, tc.rel, got, err, tc.err)
+				}
+				continue
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("walk=%v %q: %q %v, want %q", walk, tc.rel, got, err, tc.want)
+			}
+		}
+	}
+}
+
+func TestSplitUTF8(t *testing.T) {
+	euro := "€"          // E2 82 AC
+	clef := "\U0001D11E" // F0 9D 84 9E
+	for _, tc := range []struct {
+		in       string
+		complete string
+		rest     string
+	}{
+		{"", "", ""},
+		{"abc", "abc", ""},
+		{"a" + euro, "a" + euro, ""},
+		{"a" + euro[:1], "a", euro[:1]},
+		{"a" + euro[:2], "a", euro[:2]},
+		{clef[:3], "", clef[:3]},
+		{clef, clef, ""},
+		{"a\xff", "a\xff", ""},         // invalid: not held back
+		{"a\xe2\x41", "a\xe2\x41", ""}, // broken sequence
+		{"\xed\xa0", "\xed\xa0", ""},   // would be a surrogate: invalid
+		{"\xc0", "\xc0", ""},           // overlong start: invalid
+	} {
+		c, r := SplitUTF8([]byte(tc.in))
+		if string(c) != tc.complete || string(r) != tc.rest {
+			t.Errorf("SplitUTF8(%x) = %x, %x; want %x, %x", tc.in, c, r, tc.complete, tc.rest)
+		}
+	}
+	if n := UTF8Lead([]byte(euro[1:] + "x")); n != 2 {
+		t.Errorf("UTF8Lead = %d", n)
+	}
+}
+
+// FuzzSplitUTF8: any byte stream cut anywhere renders exactly as the whole.
+func FuzzSplitUTF8(f *testing.F) {
+	f.Add([]byte("h€llo \U0001D11E"), 3)
+	f.Fuzz(func(t *testing.T, b []byte, cut int) {
+		if len(b) == 0 {
+			return
+		}
+		cut = ((cut % len(b)) + len(b)) % len(b)
+		c1, rest := SplitUTF8(b[:cut])
+		if len(rest) > 3 {
+			t.Fatalf("rest %d bytes", len(rest))
+		}
+		c2, rest2 := SplitUTF8(append(append([]byte(nil), rest...), b[cut:]...))
+		whole := append(append([]byte(nil), c1...), c2...)
+		whole = append(whole, rest2...)
+		if string(whole) != string(b) {
+			t.Fatalf("bytes changed")
+		}
+		if utf8.Valid(b) && (!utf8.Valid(c1) || !utf8.Valid(c2)) {
+			t.Fatalf("valid input split mid-rune at %d: %x | %x", cut, c1, c2)
+		}
+	})
+}
+
+func TestValidateNamesField(t *testing.T) {
+	s := ProcessSpec{Argv: []string{"/bin/true"}, Cwd: "/", Stdin: StdinSpec{Mode: StdinClosed},
+		Output: OutputSpec{RingBytes: 1, Overflow: DropOldest}, Grace: 1, Drain: 1}
+	if err := s.Validate(); err != nil {
+		t.Fatalf("minimal spec refused: %v", err)
+	}
+	s.Terminal = &TerminalSpec{}
+	if err := s.Validate(); !errors.Is(err, ErrInvalidSpec) || !strings.HasPrefix(err.Error(), "terminal: not supported yet") {
+		t.Fatalf("terminal: %v", err)
+	}
+}

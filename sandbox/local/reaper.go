@@ -1,0 +1,289 @@
+package local
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
+)
+
+// The reaper is process-wide because PR_SET_CHILD_SUBREAPER is: every
+// orphan of every tree (of every local or bwrap Backend value) is
+// re-parented to this process.
+//
+// Why not wait(-1): it would also collect children that other code started
+// with os/exec (the OCI backend runs runc that way) and whose owner is
+// blocked in wait4(pid) — stealing their exit status. The reaper instead
+// lists this process's children (/proc/self/task/*/children), and reaps a
+// zombie with waitid(P_PID) only when it can prove the zombie is ours:
+//   - its cgroup (still readable for a zombie) lies under our
+//     "capsule-host" parent or a prefix registered with ClaimOrphans; or
+//   - without cgroups, its session is one of our live roots' sessions.
+//
+// A root is never reaped here: its own settle goroutine reaps it last, so
+// its PID (= PGID = SID) stays pinned until nothing will signal it again.
+type reaperState struct {
+	// mu: Start holds it shared across fork+addRoot; a reap holds it
+	// exclusively across the roots check and the waitid, so a root's
+	// zombie is never taken for an orphan's before it is registered.
+	mu       sync.RWMutex
+	tabMu    sync.Mutex   // guards the maps
+	roots    map[int]bool // root PIDs, reaped by their owners
+	sessions map[int]int  // live session IDs (fallback ownership) → refcount
+	prefixes map[string]int
+	kick     chan struct{}
+}
+
+var (
+	reaper     = &reaperState{roots: map[int]bool{}, sessions: map[int]int{}, prefixes: map[string]int{}, kick: make(chan struct{}, 1)}
+	reaperOnce sync.Once
+	reaperErr  error
+)
+
+func startReaper() error {
+	reaperOnce.Do(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			reaperErr = fmt.Errorf("become child subreaper: %w", err)
+			return
+		}
+		// Our own trees' cgroups, in whatever hierarchy they live.
+		if s, err := cgroups.Detect(); err == nil {
+			sweepStalePools(s)
+			if s.V2 != "" {
+				reaper.prefixes[joinCg(s.V2Path, cgroups.Parent)]++
+			}
+			for c, p := range s.V1Paths {
+				if c == "memory" || c == "pids" {
+					reaper.prefixes[joinCg(p, cgroups.Parent)]++
+				}
+			}
+		}
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGCHLD)
+		go func() {
+			t := time.NewTicker(time.Second)
+			for {
+				select {
+				case <-ch:
+					// Coalesce bursts of SIGCHLD: one scan per few ms.
+					time.Sleep(5 * time.Millisecond)
+				case <-t.C:
+				case <-reaper.kick:
+				}
+				reaper.scan(nil)
+			}
+		}()
+	})
+	return reaperErr
+}
+
+func joinCg(base, name string) string {
+	return strings.TrimSuffix(base, "/") + "/" + name + "/"
+}
+
+// ClaimOrphans lets the reaper reap zombie orphans whose cgroup path (as
+// /proc/<pid>/cgroup prints it, any hierarchy) starts with prefix — for
+// example the cgroups an OCI runtime creates, whose container processes
+// are re-parented to this (subreaper) process when the runtime exits.
+// Call the returned function to withdraw the claim.
+func ClaimOrphans(prefix string) (withdraw func()) {
+	reaper.tabMu.Lock()
+	reaper.prefixes[prefix]++
+	reaper.tabMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			reaper.tabMu.Lock()
+			if reaper.prefixes[prefix]--; reaper.prefixes[prefix] <= 0 {
+				delete(reaper.prefixes, prefix)
+			}
+			reaper.tabMu.Unlock()
+		})
+	}
+}
+
+// children lists this process's children, all threads included.
+func children() []int {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// procStat is what the reaper and the fallback identity need from
+// /proc/<pid>/stat.
+type procStat struct {
+	state     byte
+	pgid, sid int
+	start     uint64 // start time in clock ticks since boot (field 22)
+}
+
+func readStat(pid int) (procStat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, false
+	}
+	// comm may contain spaces and parentheses: split after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0]=state(3) f[1]=ppid(4) f[2]=pgrp(5) f[3]=session(6) ... f[19]=starttime(22)
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, false
+	}
+	var s procStat
+	s.state = f[0][0]
+	s.pgid, _ = strconv.Atoi(f[2])
+	s.sid, _ = strconv.Atoi(f[3])
+	s.start, _ = strconv.ParseUint(f[19], 10, 64)
+	return s, true
+}
+
+// owns reports whether zombie pid belongs to one of our trees; if
+// only is non-empty, whether it belongs to that cgroup path exactly.
+func (r *reaperState) owns(pid int, st procStat, only string) bool {
+	r.tabMu.Lock()
+	defer r.tabMu.Unlock()
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup"); err == nil {
+		for _, p := range cgroups.ParseProcCgroup(b) {
+			if only != "" {
+				if p == only {
+					return true
+				}
+				continue
+			}
+			for pre := range r.prefixes {
+				if strings.HasPrefix(p+"/", pre) {
+					return true
+				}
+			}
+		}
+	}
+	return only == "" && r.sessions[st.sid] > 0
+}
+
+// reap collects zombie pid unless it is a root. The zombie pins its PID
+// until reaped, so this waitid can only collect the process inspected.
+func (r *reaperState) reap(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tabMu.Lock()
+	root := r.roots[pid]
+	r.tabMu.Unlock()
+	if root {
+		return true
+	}
+	var si unix.Siginfo
+	return unix.Waitid(unix.P_PID, pid, &si, unix.WEXITED|unix.WNOHANG, nil) == nil
+}
+
+func (r *reaperState) isRoot(pid int) bool {
+	r.tabMu.Lock()
+	defer r.tabMu.Unlock()
+	return r.roots[pid]
+}
+
+// scan reaps the zombies we own; with only set, just that cgroup's. It
+// returns how many children of that cgroup (zombie or not) it saw that it
+// could not reap yet.
+func (r *reaperState) scan(only *string) (pending int) {
+	o := ""
+	if only != nil {
+		o = *only
+	}
+	for _, pid := range children() {
+		if r.isRoot(pid) {
+			continue
+		}
+		st, ok := readStat(pid)
+		if !ok {
+			continue
+		}
+		zombie := st.state == 'Z' || st.state == 'X'
+		if !zombie && o == "" {
+			continue
+		}
+		if !r.owns(pid, st, o) {
+			continue
+		}
+		if !zombie || !r.reap(pid) {
+			pending++
+		}
+	}
+	return pending
+}
+
+// addRoot registers a just-forked root; the caller holds mu shared.
+func (r *reaperState) addRoot(pid int) {
+	r.tabMu.Lock()
+	r.roots[pid] = true
+	r.sessions[pid]++ // setsid: SID = PID
+	r.tabMu.Unlock()
+}
+
+func (r *reaperState) removeRoot(pid int) {
+	r.tabMu.Lock()
+	delete(r.roots, pid)
+	if r.sessions[pid]--; r.sessions[pid] <= 0 {
+		delete(r.sessions, pid)
+	}
+	r.tabMu.Unlock()
+}
+
+// reapGroup reaps the zombies of one tree after its members were killed,
+// waiting up to timeout for members still in their exit path.
+func (r *reaperState) reapGroup(cgPath string, sid int, timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for delay := 50 * time.Microsecond; ; delay = min(delay*2, 5*time.Millisecond) {
+		var pending int
+		if cgPath != "" {
+			pending = r.scan(&cgPath)
+		} else {
+			pending = r.scanSession(sid)
+		}
+		if pending == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(delay)
+	}
+}
+
+func (r *reaperState) scanSession(sid int) (pending int) {
+	for _, pid := range children() {
+		if r.isRoot(pid) {
+			continue
+		}
+		st, ok := readStat(pid)
+		if !ok || st.sid != sid {
+			continue
+		}
+		if st.state != 'Z' && st.state != 'X' || !r.reap(pid) {
+			pending++
+		}
+	}
+	return pending
+}

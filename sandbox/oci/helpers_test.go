@@ -1,0 +1,158 @@
+package oci
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/oci/rootfs"
+)
+
+// Container root maps to this unprivileged host uid range in the test
+// profile, so container root is not host root.
+const testHostUID = 100000
+
+var (
+	initOnce sync.Once
+	initPath string
+	initErr  error
+
+	rootfsOnce sync.Once
+	rootfsDir  string
+	rootfsErr  error
+)
+
+// needRuntime skips (loudly) unless we are root with runc and a static
+// busybox: CI runs as root with all three installed by `make test`.
+func needRuntime(t testing.TB) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP LOUDLY: the OCI backend tests need root (CI runs them as root)")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("SKIP LOUDLY: runc not installed (apt-get install runc)")
+	}
+	rootfsOnce.Do(func() {
+		rootfsDir, rootfsErr = rootfs.Cached(rootfs.DefaultBusybox, filepath.Join(os.TempDir(), "capsule-test-cache"))
+	})
+	if rootfsErr != nil {
+		t.Skipf("SKIP LOUDLY: busybox rootfs: %v (apt-get install busybox-static)", rootfsErr)
+	}
+	return rootfsDir
+}
+
+// publicDir makes a directory every uid can traverse (the user-namespaced
+// container root must reach its workspace and spill dirs).
+func publicDir(t testing.TB) string {
+	t.Helper()
+	base := filepath.Join(os.TempDir(), "capsule-oci-test")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(base, 0o755)
+	d, err := os.MkdirTemp(base, "t-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, 0o755)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// testInit builds capsule-oci-init statically with gcc (as `make` does
+// for operators) into the shared test cache.
+func testInit(t testing.TB) string {
+	t.Helper()
+	initOnce.Do(func() {
+		dir := filepath.Join(os.TempDir(), "capsule-test-cache")
+		os.MkdirAll(dir, 0o755)
+		initPath = filepath.Join(dir, "capsule-oci-init")
+		if _, err := exec.LookPath("gcc"); err != nil {
+			initErr = fmt.Errorf("gcc not found: the init is built with gcc -static (apt-get install gcc libc6-dev)")
+			return
+		}
+		cmd := exec.Command("gcc", "-static", "-Os", "-Wall", "-o", initPath, "init/capsule-oci-init.c")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			initErr = fmt.Errorf("build capsule-oci-init: %v: %s", err, out)
+		}
+	})
+	if initErr != nil {
+		t.Fatal(initErr)
+	}
+	return initPath
+}
+
+func testProfile(rootfsDir string) Profile {
+	return Profile{
+		Rootfs:  rootfsDir,
+		UserNS:  &IDMap{HostUID: testHostUID, HostGID: testHostUID, Size: 65536},
+		Limits:  sandbox.Limits{MemoryBytes: 256 << 20, Pids: 256},
+		Network: NetworkNone,
+	}
+}
+
+type env struct {
+	b         *Backend
+	opts      Options
+	workspace string
+	spill     string
+}
+
+func newEnv(t testing.TB, mut func(*Options)) *env {
+	t.Helper()
+	rfs := needRuntime(t)
+	dir := publicDir(t)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	os.Chown(ws, testHostUID, testHostUID)
+	spill := filepath.Join(dir, "spill")
+	os.Mkdir(spill, 0o700)
+	opts := Options{
+		Init:     testInit(t),
+		Root:     filepath.Join(dir, "state"),
+		Profiles: map[string]Profile{"default": testProfile(rfs)},
+	}
+	if mut != nil {
+		mut(&opts)
+	}
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{b: b, opts: opts, workspace: ws, spill: spill}
+}
+
+func (e *env) spec(argv ...string) sandbox.ProcessSpec {
+	return sandbox.ProcessSpec{
+		Argv:      argv,
+		Cwd:       e.workspace,
+		Env:       []string{"PATH=/bin"},
+		Stdin:     sandbox.StdinSpec{Mode: sandbox.StdinClosed},
+		Output:    sandbox.OutputSpec{RingBytes: 1 << 20, SpillBytes: 4 << 20, Overflow: sandbox.DropOldest, SpillDir: e.spill},
+		Grace:     2 * time.Second,
+		Drain:     2 * time.Second,
+		Isolation: sandbox.IsolationSpec{Workspace: e.workspace, Profile: "default"},
+	}
+}
+
+func readAll(t testing.TB, l *sandbox.OutputLog) string {
+	t.Helper()
+	var out []byte
+	off := int64(0)
+	for {
+		c, err := l.ReadFrom(off, 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c.Data...)
+		off = c.Next
+		if c.EOF || len(c.Data) == 0 {
+			return string(out)
+		}
+	}
+}

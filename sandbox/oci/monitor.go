@@ -1,0 +1,325 @@
+package oci
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The monitor is a tiny process between the host and each container, the
+// OCI equivalent of conmon or a containerd shim, made by re-executing the
+// host binary (/proc/self/exe) with monitorEnv set. Why it exists: after
+// `runc create` exits, the container's init is re-parented to the nearest
+// child subreaper, and only that process can learn its exit status. If the
+// host were that subreaper, the status would die with the host. The
+// monitor is that subreaper instead: it runs create and start, waits for
+// the init, reads the OOM counter of the container's memory cgroup, and
+// writes exit.json atomically into the container's state directory.
+// Anyone (a fresh Backend value, a restarted host) then reads the exit
+// from disk. The monitor has its own session, so signals aimed at the
+// host's process groups never reach it, and it holds none of the
+// container's stdio once the container has started.
+const monitorEnv = "CAPSULE_OCI_MONITOR"
+
+func init() {
+	if p := os.Getenv(monitorEnv); p != "" {
+		os.Exit(runMonitor(p))
+	}
+}
+
+// monitorConfig is written by the host to <state>/monitor.json.
+type monitorConfig struct {
+	Runtime     string   `json:"runtime"`
+	GlobalArgs  []string `json:"global_args"`
+	ContainerID string   `json:"container_id"`
+	Bundle      string   `json:"bundle"`
+	StateDir    string   `json:"state_dir"`
+	// CgroupRel is the relative cgroupsPath of config.json; the runtime
+	// resolves it under its own (the monitor's) cgroup per controller.
+	CgroupRel string `json:"cgroup_rel"`
+	// Init: the container's pid 1 is capsule-oci-init, which reports the
+	// child's exec and wait status on fd 3 (see init.go).
+	Init bool `json:"init"`
+	// Drain bounds how long descendants may outlive the root process
+	// before the monitor kills the container.
+	Drain time.Duration `json:"drain_ns"`
+	// CPULimit is the RLIMIT_CPU given (rounded up to seconds), to tell a
+	// SIGKILL for CPU from others.
+	CPULimit time.Duration `json:"cpu_limit_ns"`
+}
+
+// monitorStatus is a line the monitor writes to fd 3: first once the
+// container runs (or failed to), then once the exit is recorded.
+type monitorStatus struct {
+	PID   int    `json:"pid,omitempty"`
+	Error string `json:"error,omitempty"`
+	Errno int    `json:"errno,omitempty"`
+	Exit  bool   `json:"exit,omitempty"`
+}
+
+// exitRecord is exit.json: the immutable exit, recorded once.
+type exitRecord struct {
+	Code      int       `json:"code"`
+	Signal    int       `json:"signal,omitempty"`
+	KilledFor string    `json:"killed_for,omitempty"`
+	At        time.Time `json:"at"`
+	CPU       int64     `json:"cpu_ns,omitempty"`
+}
+
+func recordFrom(ws syscall.WaitStatus, cpu int64) *exitRecord {
+	r := &exitRecord{At: time.Now().UTC(), CPU: cpu}
+	if ws.Signaled() {
+		r.Signal = int(ws.Signal())
+	} else {
+		r.Code = ws.ExitStatus()
+	}
+	return r
+}
+
+func runMonitor(cfgPath string) int {
+	unix.CloseOnExec(3)
+	status := os.NewFile(3, "status")
+	enc := json.NewEncoder(status)
+	fail := func(errno int, format string, a ...any) int {
+		_ = enc.Encode(monitorStatus{Error: fmt.Sprintf(format, a...), Errno: errno})
+		return 1
+	}
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return fail(0, "monitor: %v", err)
+	}
+	var cfg monitorConfig
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		return fail(0, "monitor: %v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fail(0, "monitor: subreaper: %v", err)
+	}
+	// The cgroups the container will live in, computed before create so
+	// that even a process that exits at once has its OOM counter found.
+	memCg := memoryCgroupDirs(cfg.CgroupRel)
+
+	pidFile := filepath.Join(cfg.StateDir, "init.pid")
+	args := append(append([]string(nil), cfg.GlobalArgs...), "create", "--bundle", cfg.Bundle, "--pid-file", pidFile)
+	create := exec.Command(cfg.Runtime)
+	var initR *os.File
+	if cfg.Init {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(0, "monitor: %v", err)
+		}
+		initR = r
+		create.ExtraFiles = []*os.File{w}
+		args = append(args, "--preserve-fds", "1")
+		defer w.Close()
+	}
+	create.Args = append([]string{cfg.Runtime}, append(args, cfg.ContainerID)...)
+	// Pass-through stdio: the runtime hands our fds 0-2 (the host's pipes)
+	// to the container.
+	create.Stdin, create.Stdout, create.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err = create.Run()
+	for _, f := range create.ExtraFiles {
+		f.Close() // only the init holds the report pipe now
+	}
+	if err != nil {
+		return fail(0, "%s create: %v%s", filepath.Base(cfg.Runtime), err, runtimeLogTail(cfg.StateDir))
+	}
+	pb, err := os.ReadFile(pidFile)
+	if err != nil {
+		return fail(0, "monitor: pid file: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(pb)))
+	if err != nil || pid <= 0 {
+		return fail(0, "monitor: bad pid file %q", pb)
+	}
+	// The init is alive (created, not started): its membership is exact.
+	if dirs := cgroupDirs(procCgroups(strconv.Itoa(pid)), ""); len(dirs) > 0 {
+		memCg = dirs
+	}
+	_ = writeJSONAtomic(filepath.Join(cfg.StateDir, "cgroups.json"), memCg)
+	// Drop our copies of the container's stdio before it runs, so that
+	// its pipes reach EOF exactly when the container's processes are gone.
+	if devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
+		for fd := 0; fd <= 2; fd++ {
+			_ = unix.Dup2(int(devnull.Fd()), fd)
+		}
+		devnull.Close()
+	}
+	startArgs := append(append([]string(nil), cfg.GlobalArgs...), "start", cfg.ContainerID)
+	var serr bytes.Buffer
+	start := exec.Command(cfg.Runtime, startArgs...)
+	start.Stderr = &serr
+	if err := start.Run(); err != nil {
+		// The init may still sit in created state; the host deletes it.
+		return fail(0, "%s start: %v: %s%s", filepath.Base(cfg.Runtime), err, strings.TrimSpace(serr.String()), runtimeLogTail(cfg.StateDir))
+	}
+	var initLines *bufio.Reader
+	if cfg.Init {
+		initLines = bufio.NewReader(initR)
+		line, _ := initLines.ReadString('\n')
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 1 && f[0] == "ok":
+		case len(f) >= 2 && f[0] == "err":
+			errno, _ := strconv.Atoi(f[1])
+			return fail(errno, "exec %s", strings.Join(f[2:], " "))
+		default:
+			return fail(0, "container init did not start the process (%q)", line)
+		}
+	}
+	_ = enc.Encode(monitorStatus{PID: pid})
+
+	initDone := make(chan *exitRecord, 1)
+	go func() {
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		for {
+			_, err := syscall.Wait4(pid, &ws, 0, &ru)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil {
+				initDone <- nil
+				return
+			}
+			initDone <- recordFrom(ws, syscall.TimevalToNsec(ru.Utime)+syscall.TimevalToNsec(ru.Stime))
+			return
+		}
+	}()
+	var rec *exitRecord
+	initExited := false
+	if cfg.Init {
+		reported := make(chan *exitRecord, 1)
+		go func() {
+			line, _ := initLines.ReadString('\n')
+			var ws uint32
+			var cpu int64
+			if n, _ := fmt.Sscanf(line, "exit %d %d", &ws, &cpu); n == 2 {
+				reported <- recordFrom(syscall.WaitStatus(ws), cpu)
+				return
+			}
+			reported <- nil // the init died without reporting
+		}()
+		select {
+		case rec = <-reported:
+		case rec = <-initDone:
+			initExited = true
+			if r := <-reported; r != nil {
+				rec = r
+			}
+		}
+		if rec == nil {
+			rec = <-initDone
+			initExited = true
+		}
+	} else {
+		rec = <-initDone
+		initExited = true
+	}
+	if rec == nil {
+		return 2 // unknowable: do not invent an exit
+	}
+	switch {
+	case oomKills(memCg) > 0:
+		rec.KilledFor = "memory"
+	case cfg.CPULimit > 0 && (rec.Signal == int(syscall.SIGXCPU) || (rec.Signal == int(syscall.SIGKILL) && time.Duration(rec.CPU) >= cfg.CPULimit)):
+		rec.KilledFor = "cpu"
+	}
+	if err := writeJSONAtomic(filepath.Join(cfg.StateDir, "exit.json"), rec); err != nil {
+		return 3
+	}
+	_ = enc.Encode(monitorStatus{Exit: true})
+	if !initExited {
+		// The root exited; descendants may still write during the drain.
+		select {
+		case <-initDone:
+		case <-time.After(cfg.Drain):
+			kill := exec.Command(cfg.Runtime, append(append([]string(nil), cfg.GlobalArgs...), "kill", "--all", cfg.ContainerID, "KILL")...)
+			_ = kill.Run()
+			<-initDone
+		}
+	}
+	// Reap whatever the runtime left re-parented to us.
+	for {
+		var ws syscall.WaitStatus
+		if p, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); p <= 0 || err != nil {
+			break
+		}
+	}
+	status.Close()
+	return 0
+}
+
+func runtimeLogTail(stateDir string) string {
+	b, err := os.ReadFile(filepath.Join(stateDir, "runtime.log"))
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	// runc logs JSON lines; keep the messages of the last few.
+	var msgs []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		var l struct{ Level, Msg string }
+		if json.Unmarshal(sc.Bytes(), &l) == nil && l.Msg != "" {
+			if l.Level == "error" || l.Level == "fatal" || l.Level == "warning" {
+				msgs = append(msgs, l.Msg)
+			}
+		} else if t := strings.TrimSpace(sc.Text()); t != "" {
+			msgs = append(msgs, t)
+		}
+	}
+	if len(msgs) > 3 {
+		msgs = msgs[len(msgs)-3:]
+	}
+	if len(msgs) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(msgs, "; ")
+}
+
+// writeJSONAtomic writes v to path via temp file, fsync and rename, so a
+// reader sees the old file, the new file, or none: never half of one.
+func writeJSONAtomic(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}

@@ -1,0 +1,223 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+)
+
+func TestSmoke(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := e.b.Start(ctx, e.spec("/bin/sh", "-c", "echo hello; id; pwd; echo oops >&2; exit 3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := h.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ex.Code != 3 || ex.Signal != 0 {
+		t.Fatalf("exit %+v", ex)
+	}
+	out := readAll(t, h.Stdout())
+	if !strings.Contains(out, "hello") || !strings.Contains(out, "/workspace") {
+		t.Fatalf("stdout %q", out)
+	}
+	if got := readAll(t, h.Stderr()); got != "oops\n" {
+		t.Fatalf("stderr %q", got)
+	}
+	if err := e.b.Cleanup(ctx, h.Ref()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func startWait(t *testing.T, e *env, spec sandbox.ProcessSpec) (sandbox.Handle, sandbox.Exit) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err := e.b.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := h.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.b.Cleanup(context.Background(), h.Ref()); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return h, ex
+}
+
+func TestSpawnErrorNotFound(t *testing.T) {
+	e := newEnv(t, nil)
+	_, err := e.b.Start(context.Background(), e.spec("/bin/does-not-exist"))
+	var se *sandbox.SpawnError
+	if !errors.As(err, &se) || !errors.Is(err, fs.ErrNotExist) || !errors.Is(err, sandbox.ErrSpawn) {
+		t.Fatalf("want SpawnError/ErrNotExist, got %v", err)
+	}
+	// Nothing is left behind: no state, no bundle.
+	ents, _ := os.ReadDir(filepath.Join(e.opts.Root, "containers"))
+	bents, _ := os.ReadDir(filepath.Join(e.opts.Root, "bundles"))
+	if len(ents)+len(bents) != 0 {
+		t.Fatalf("leftovers: %d state dirs, %d bundles", len(ents), len(bents))
+	}
+}
+
+func TestStdinOpenEcho(t *testing.T) {
+	e := newEnv(t, nil)
+	spec := e.spec("/bin/cat")
+	spec.Stdin = sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: []byte("first\n")}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h, err := e.b.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Stdin().Write(ctx, []byte("second\n")); err != nil {
+		t.Fatal(err)
+	}
+	h.Stdin().Close()
+	ex, err := h.Wait(ctx)
+	if err != nil || ex.Code != 0 {
+		t.Fatalf("exit %+v %v", ex, err)
+	}
+	if got := readAll(t, h.Stdout()); got != "first\nsecond\n" {
+		t.Fatalf("stdout %q", got)
+	}
+	if err := e.b.Cleanup(ctx, h.Ref()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLifecycleAttachInspectFresh(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err := e.b.Start(ctx, e.spec("/bin/sh", "-c", "echo up; sleep 1; exit 5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := h.Ref()
+	if ref.Lifetime != sandbox.LifetimeBackend {
+		t.Fatalf("lifetime %v", ref.Lifetime)
+	}
+	if err := h.Release(); err != nil {
+		t.Fatalf("release of a running backend-lifetime handle: %v", err)
+	}
+	if err := e.b.Cleanup(ctx, ref); !errors.Is(err, sandbox.ErrRunning) {
+		t.Fatalf("cleanup while running: %v", err)
+	}
+	// A fresh Backend value over the same Root, and this process forgetting
+	// what it knows: only the disk remains (as after a host restart).
+	forgetLive(e.b.stateDir(ref.ID))
+	b2, err := New(e.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err := b2.Inspect(ctx, ref)
+	if err != nil || ins.Phase != sandbox.PhaseRunning {
+		t.Fatalf("inspect running: %+v %v", ins, err)
+	}
+	h2, err := b2.Attach(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := h2.Wait(ctx)
+	if err != nil || ex.Code != 5 {
+		t.Fatalf("wait from fresh attach: %+v %v", ex, err)
+	}
+	// The original handle sees the same exit.
+	ex1, err := h.Wait(ctx)
+	if err != nil || ex1 != ex {
+		t.Fatalf("original handle: %+v %v vs %+v", ex1, err, ex)
+	}
+	forgetLive(e.b.stateDir(ref.ID))
+	b3, _ := New(e.opts)
+	ins, err = b3.Inspect(ctx, ref)
+	if err != nil || ins.Phase != sandbox.PhaseExited || *ins.Exit != ex {
+		t.Fatalf("inspect exited: %+v %v", ins, err)
+	}
+	if err := b3.Cleanup(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := b3.Cleanup(ctx, ref); err != nil {
+		t.Fatalf("second cleanup: %v", err)
+	}
+	ins, err = b3.Inspect(ctx, ref)
+	if err != nil || ins.Phase != sandbox.PhaseMissing {
+		t.Fatalf("inspect after cleanup: %+v %v", ins, err)
+	}
+	if _, err := b3.Attach(ctx, ref); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("attach after cleanup: %v", err)
+	}
+}
+
+func TestTerminate(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	t.Run("graceful-trap", func(t *testing.T) {
+		h, err := e.b.Start(ctx, e.spec("/bin/sh", "-c", `trap "exit 7" TERM; echo ready; while :; do sleep 0.05; done`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.b.Cleanup(ctx, h.Ref())
+		waitOutput(t, h.Stdout(), "ready")
+		ex, err := h.Terminate(ctx, sandbox.Graceful)
+		if err != nil || ex.Code != 7 {
+			t.Fatalf("graceful: %+v %v", ex, err)
+		}
+		ex2, err := h.Terminate(ctx, sandbox.Force)
+		if err != nil || ex2 != ex {
+			t.Fatalf("force after exit: %+v %v", ex2, err)
+		}
+	})
+	t.Run("ignores-term", func(t *testing.T) {
+		spec := e.spec("/bin/sh", "-c", `trap "" TERM; echo ready; sleep 1000 & wait`)
+		spec.Grace = 300 * time.Millisecond
+		h, err := e.b.Start(ctx, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.b.Cleanup(ctx, h.Ref())
+		waitOutput(t, h.Stdout(), "ready")
+		if _, err := h.Terminate(ctx, sandbox.Graceful); !errors.Is(err, sandbox.ErrGracefulTimeout) {
+			t.Fatalf("want graceful timeout, got %v", err)
+		}
+		ex, err := h.Terminate(ctx, sandbox.Force)
+		if err != nil || ex.Signal != syscall.SIGKILL {
+			t.Fatalf("force: %+v %v", ex, err)
+		}
+	})
+}
+
+func waitOutput(t *testing.T, l *sandbox.OutputLog, want string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		ch := l.Changed()
+		c, _ := l.ReadFrom(0, 1<<20)
+		if strings.Contains(string(c.Data), want) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("output never contained %q: %q", want, c.Data)
+		}
+	}
+}

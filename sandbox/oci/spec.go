@@ -1,0 +1,265 @@
+package oci
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+)
+
+// specInput is everything config.json is built from: the operator's
+// profile, the seam's spec, and facts the backend decided.
+type specInput struct {
+	profile  Profile
+	proc     sandbox.ProcessSpec
+	limits   sandbox.Limits // already tightened by the profile
+	cgroup   string         // relative cgroupsPath
+	rootless bool
+	hostUID  int
+	hostGID  int
+	swap     bool   // the memory controller accounts swap
+	init     string // host path of capsule-oci-init, or ""
+}
+
+// runc's own defaults (`runc spec`): proc and sys entries a process has
+// no business reading or writing.
+var (
+	defaultMasked = []string{
+		"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys",
+		"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats",
+		"/proc/sched_debug", "/sys/firmware", "/proc/scsi",
+	}
+	defaultReadonly = []string{
+		"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+	}
+)
+
+// containerCwd maps the host cwd (confined to the workspace by the layer
+// above) to its path inside the container.
+func containerCwd(p Profile, workspace, cwd string) (string, error) {
+	rel, err := filepath.Rel(workspace, cwd)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("%w: cwd %q is outside the workspace %q", sandbox.ErrBoundaryEscape, cwd, workspace)
+	}
+	return filepath.Join(p.workspaceDir(), rel), nil
+}
+
+func buildSpec(in specInput) (*specs.Spec, error) {
+	p, ps := in.profile, in.proc
+	cwd, err := containerCwd(p, ps.Isolation.Workspace, ps.Cwd)
+	if err != nil {
+		return nil, err
+	}
+	caps := append([]string(nil), p.Capabilities...)
+	env := mergeEnv(ps.Env, p.Env)
+	s := &specs.Spec{
+		Version:  specs.Version,
+		Hostname: "capsule",
+		Root:     &specs.Root{Path: p.Rootfs, Readonly: true},
+		Process: &specs.Process{
+			Terminal: false,
+			User:     specs.User{UID: p.UID, GID: p.GID},
+			Args:     append([]string(nil), ps.Argv...),
+			Env:      env,
+			Cwd:      cwd,
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: caps, Effective: caps, Permitted: caps,
+				// Inheritable and ambient stay empty: an exec'd program
+				// never gains what its parent did not explicitly keep.
+			},
+			NoNewPrivileges: true,
+		},
+		Mounts: []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: p.workspaceDir(), Type: "bind", Source: ps.Isolation.Workspace, Options: []string{"rbind", "rw", "nosuid", "nodev"}},
+		},
+		Linux: &specs.Linux{
+			Namespaces: []specs.LinuxNamespace{
+				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
+				{Type: specs.MountNamespace}, {Type: specs.CgroupNamespace},
+			},
+			CgroupsPath:   in.cgroup,
+			MaskedPaths:   append(append([]string(nil), defaultMasked...), p.MaskedPaths...),
+			ReadonlyPaths: append(append([]string(nil), defaultReadonly...), p.ReadonlyPaths...),
+			Resources: &specs.LinuxResources{
+				Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+			},
+			Seccomp: defaultSeccomp(),
+		},
+	}
+	if in.init != "" {
+		// /dev is the container's own tmpfs, so the mount point can be
+		// created even though the root is read-only.
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: initMount, Type: "bind", Source: in.init, Options: []string{"bind", "ro", "nosuid", "nodev"}})
+		pre := []string{initMount, initFlag}
+		if !hasKey(env, "HOME") {
+			pre = append(pre, "-u", "HOME")
+		}
+		s.Process.Args = append(append(pre, "--"), s.Process.Args...)
+	}
+	for _, b := range p.ReadOnlyBinds {
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: b.Destination, Type: "bind", Source: b.Source, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
+	}
+	if !(p.network() == NetworkHost && ps.Isolation.Network) {
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+		// A private network namespace may mount its own sysfs.
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}})
+	} else {
+		// sysfs cannot be mounted afresh in the host's network namespace
+		// from a user namespace; bind the host's read-only instead.
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/sys", Type: "none", Source: "/sys", Options: []string{"rbind", "nosuid", "noexec", "nodev", "ro"}})
+	}
+	switch {
+	case in.rootless:
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(in.hostUID), Size: 1}}
+		s.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: uint32(in.hostGID), Size: 1}}
+		// devpts in a rootless user namespace cannot take gid/mode the
+		// host did not map; mqueue and sysfs likewise.
+		s.Mounts = rootlessMounts(s.Mounts)
+	case p.UserNS != nil:
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: p.UserNS.HostUID, Size: p.UserNS.Size}}
+		s.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: p.UserNS.HostGID, Size: p.UserNS.Size}}
+	}
+	lim := in.limits
+	if lim.MemoryBytes > 0 {
+		m := lim.MemoryBytes
+		s.Linux.Resources.Memory = &specs.LinuxMemory{Limit: &m}
+		if in.swap {
+			// memory+swap == memory: the limit cannot be dodged by swapping.
+			sw := m
+			s.Linux.Resources.Memory.Swap = &sw
+		}
+	}
+	if lim.Pids > 0 {
+		n := int64(lim.Pids)
+		if in.init != "" {
+			n++ // the init is ours, not the caller's budget
+		}
+		s.Linux.Resources.Pids = &specs.LinuxPids{Limit: &n}
+	}
+	if p.CPUs > 0 {
+		period := uint64(100000)
+		quota := int64(math.Ceil(p.CPUs * float64(period)))
+		s.Linux.Resources.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
+	}
+	if lim.OpenFiles > 0 {
+		n := uint64(lim.OpenFiles)
+		s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NOFILE", Hard: n, Soft: n})
+	}
+	if lim.CPUTime > 0 {
+		// Soft: SIGXCPU; hard one second later: SIGKILL, for programs
+		// that catch or ignore SIGXCPU (as the local backend does).
+		sec := uint64(math.Ceil(lim.CPUTime.Seconds()))
+		s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_CPU", Hard: sec + 1, Soft: sec})
+	}
+	return s, nil
+}
+
+func rootlessMounts(in []specs.Mount) []specs.Mount {
+	out := in[:0]
+	for _, m := range in {
+		switch m.Destination {
+		case "/dev/mqueue":
+			continue
+		case "/dev/pts":
+			m.Options = []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}
+		case "/sys":
+			m = specs.Mount{Destination: "/sys", Type: "none", Source: "/sys", Options: []string{"rbind", "nosuid", "noexec", "nodev", "ro"}}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func hasKey(env []string, key string) bool {
+	for _, e := range env {
+		if k, _, _ := strings.Cut(e, "="); k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeEnv returns spec entries overridden by profile entries of the same
+// key: the operator's settings win over a guest's.
+func mergeEnv(spec, profile []string) []string {
+	keys := map[string]bool{}
+	for _, e := range profile {
+		k, _, _ := strings.Cut(e, "=")
+		keys[k] = true
+	}
+	out := make([]string, 0, len(spec)+len(profile))
+	for _, e := range spec {
+		k, _, _ := strings.Cut(e, "=")
+		if !keys[k] {
+			out = append(out, e)
+		}
+	}
+	return append(out, profile...)
+}
+
+// Clone flags the seccomp profile filters on.
+const (
+	cloneNewNS   = 0x00020000
+	cloneNewUser = 0x10000000
+)
+
+// defaultSeccomp is a deny-list: everything is allowed except syscalls
+// that reach kernel attack surface or host state no capsule needs (keys,
+// tracing, mounts, BPF, perf, modules, swap, reboot, namespace entry and
+// creation of user or mount namespaces, handle-based opens, userfaultfd).
+// They fail with EPERM so programs see an ordinary permission error.
+// clone3 fails with ENOSYS because its flags live in memory a filter
+// cannot read; libc then falls back to clone, whose flags are filtered.
+func defaultSeccomp() *specs.LinuxSeccomp {
+	eperm := uint(1)
+	enosys := uint(38)
+	deny := []string{
+		"keyctl", "add_key", "request_key",
+		"ptrace", "process_vm_readv", "process_vm_writev",
+		"mount", "umount", "umount2", "pivot_root", "chroot",
+		"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree", "mount_setattr",
+		"bpf", "perf_event_open",
+		"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
+		"swapon", "swapoff", "reboot", "acct", "settimeofday", "clock_settime", "adjtimex",
+		"setns", "open_by_handle_at", "name_to_handle_at", "userfaultfd",
+		"iopl", "ioperm", "lookup_dcookie", "quotactl", "vhangup", "syslog",
+	}
+	masked := func(name string, flag uint64) specs.LinuxSyscall {
+		return specs.LinuxSyscall{
+			Names: []string{name}, Action: specs.ActErrno, ErrnoRet: &eperm,
+			Args: []specs.LinuxSeccompArg{{Index: 0, Value: flag, ValueTwo: flag, Op: specs.OpMaskedEqual}},
+		}
+	}
+	return &specs.LinuxSeccomp{
+		DefaultAction: specs.ActAllow,
+		Architectures: []specs.Arch{specs.ArchX86_64, specs.ArchX86, specs.ArchX32},
+		Syscalls: []specs.LinuxSyscall{
+			{Names: deny, Action: specs.ActErrno, ErrnoRet: &eperm},
+			{Names: []string{"clone3"}, Action: specs.ActErrno, ErrnoRet: &enosys},
+			masked("unshare", cloneNewUser),
+			masked("unshare", cloneNewNS),
+			masked("clone", cloneNewUser),
+			masked("clone", cloneNewNS),
+		},
+	}
+}
+
+// swapAccounted reports whether the v1 memory controller accounts swap
+// (memsw); runc refuses a swap limit it cannot set.
+func swapAccounted() bool {
+	_, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")
+	return err == nil
+}

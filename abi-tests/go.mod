@@ -13,6 +13,7 @@ require (
 
 require (
 	github.com/BurntSushi/toml v1.6.0 // indirect
+	github.com/bytecodealliance/wasmtime-go/v25 v25.0.0 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/docker/libtrust v0.0.0-20160708172513-aabc10ec26b7 // indirect
 	github.com/klauspost/compress v1.18.0 // indirect

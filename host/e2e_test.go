@@ -132,25 +132,30 @@ func TestReloadKeepsProcesses(t *testing.T) {
 }
 
 // When an instance goes back to the pool its handles are dropped with
-// their semantics: an ephemeral (spawn-background) process is reaped, an
-// attached persistent one is only detached.
-func TestInstanceResetDropsHandles(t *testing.T) {
+// their semantics: an ephemeral (spawn-background) process is reaped ...
+func TestInstanceResetReapsEphemeral(t *testing.T) {
 	e := newHost(t, nil)
 	loadTestcap(t, e, testcapCopy(t))
 	ctx := host.WithPrincipal(context.Background(), "alice")
 	out, _ := call(t, e, ctx, "spawn_background_ops", `{"request":{"cmd":"/bin/sleep","args":["30"]},"ops":[{"op":"os_pid"}],"keep_handle":true}`)
 	pid := findPid(t, out)
 	waitFor(t, func() bool { return syscall.Kill(pid, 0) == syscall.ESRCH })
+}
 
-	out, _ = call(t, e, ctx, "spawn_persistent", `{"request":{"cmd":"/bin/sleep","args":["30"]}}`)
+// ... and an attached persistent one is only detached.
+func TestInstanceResetDetachesAttached(t *testing.T) {
+	e := newHost(t, nil)
+	loadTestcap(t, e, testcapCopy(t))
+	ctx := host.WithPrincipal(context.Background(), "alice")
+	out, _ := call(t, e, ctx, "spawn_persistent", `{"request":{"cmd":"/bin/sleep","args":["30"]}}`)
 	id := out["ok"].(string)
 	out, _ = call(t, e, ctx, "attach_ops", `{"id":"`+id+`","ops":[{"op":"os_pid"}],"keep_handle":true}`)
-	pid = findPid(t, out)
+	pid := findPid(t, out)
 	time.Sleep(200 * time.Millisecond)
-	if err := syscall.Kill(pid, 0); err != nil {
-		t.Fatalf("attached persistent process %d died with the instance reset: %v", pid, err)
-	}
 	st, _ := call(t, e, ctx, "status", `{"id":"`+id+`"}`)
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Fatalf("attached persistent process %d died with the instance reset: %v\nstatus: %v", pid, err, st)
+	}
 	if info, _ := st["ok"].(map[string]any); info == nil || info["phase"] != "running" {
 		t.Fatalf("status after reset: %v", st)
 	}
@@ -186,5 +191,52 @@ func TestFallbackPrincipalReachesRegistry(t *testing.T) {
 	b, _ := json.Marshal(out)
 	if !strings.Contains(string(b), "persist-unsupported") {
 		t.Fatalf("fallback principal spawn_persistent: %s", b)
+	}
+}
+
+// A call interrupted at its deadline while blocked in a host function
+// (wait) is reported as a timeout, its instance is discarded, and the
+// persistent process it was waiting on is untouched.
+func TestTimeoutInHostCallSparesPersistent(t *testing.T) {
+	e := newHost(t, func(c *host.Config) { c.CallTimeout = 400 * time.Millisecond })
+	c := loadTestcap(t, e, testcapCopy(t))
+	ctx := host.WithPrincipal(context.Background(), "alice")
+	out, _ := call(t, e, ctx, "spawn_persistent", `{"request":{"cmd":"/bin/sleep","args":["30"]}}`)
+	id := out["ok"].(string)
+	start := time.Now()
+	_, err := e.h.Call(ctx, "testcap", "wait", `{"id":"`+id+`","timeout_ms":20000}`)
+	var te *host.TimeoutError
+	if !errors.As(err, &te) || te.Tool != "wait" {
+		t.Fatalf("wait past the deadline: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("interrupt took %v", d)
+	}
+	if st := c.Stats(); st.Discarded != 1 {
+		t.Fatalf("the interrupted instance was not discarded: %+v", st)
+	}
+	st, _ := call(t, e, ctx, "status", `{"id":"`+id+`"}`)
+	if info, _ := st["ok"].(map[string]any); info == nil || info["phase"] != "running" {
+		t.Fatalf("persistent process after the timeout: %v", st)
+	}
+}
+
+// Reaping an ephemeral process must not touch a process started after
+// it. Regression: the local backend reused a pooled cgroup that had seen
+// cgroup.kill, and the next process cloned into it was killed at birth.
+func TestEphemeralReapSparesNextProcess(t *testing.T) {
+	e := newHost(t, nil)
+	loadTestcap(t, e, testcapDir)
+	ctx := host.WithPrincipal(context.Background(), "alice")
+	out, _ := call(t, e, ctx, "spawn_background_ops", `{"request":{"cmd":"/bin/sleep","args":["30"]},"ops":[{"op":"kill"}]}`)
+	if out["ok"] == nil {
+		t.Fatalf("spawn_background_ops: %v", out)
+	}
+	out, _ = call(t, e, ctx, "spawn_persistent", `{"request":{"cmd":"/bin/sleep","args":["30"]}}`)
+	id := out["ok"].(string)
+	time.Sleep(500 * time.Millisecond)
+	st, _ := call(t, e, ctx, "status", `{"id":"`+id+`"}`)
+	if info, _ := st["ok"].(map[string]any); info == nil || info["phase"] != "running" {
+		t.Fatalf("a persistent process started after an ephemeral one was killed died within 500 ms: %v", st)
 	}
 }

@@ -167,6 +167,9 @@ func (h *Handle) Drop(ctx context.Context) error {
 	if h == nil || h.p == nil {
 		return nil
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	if c, ok := CallerFrom(ctx); ok && (owner{c.Capsule, c.Principal, c.Fallback}) != h.own {
 		return ErrNoSuchProcess
 	}

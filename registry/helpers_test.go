@@ -54,7 +54,9 @@ var (
 
 func backends(t testing.TB) (*local.Backend, *local.Backend) {
 	backendOnce.Do(func() {
-		backendVal, backendErr = local.New(local.Options{})
+		// REGISTRY_TEST_NOCGROUPS=1 runs the suite on the backend's
+		// no-cgroup path (process groups and sessions only).
+		backendVal, backendErr = local.New(local.Options{NoCgroups: os.Getenv("REGISTRY_TEST_NOCGROUPS") != ""})
 		if backendErr == nil {
 			nocgVal, backendErr = local.New(local.Options{Name: "nocg", NoCgroups: true})
 		}

@@ -17,6 +17,9 @@ import (
 // caller returns the ctx's Caller as an owner, validated. A missing caller
 // is a host bug (ErrInternal), never a panic.
 func (r *Registry) caller(ctx context.Context) (owner, error) {
+	if ctx == nil {
+		return owner{}, fmt.Errorf("%w: nil call context", ErrInternal)
+	}
 	c, ok := CallerFrom(ctx)
 	if !ok {
 		return owner{}, fmt.Errorf("%w: the call context carries no caller", ErrInternal)

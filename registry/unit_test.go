@@ -248,6 +248,10 @@ func TestMissingCallerIsTypedNotPanic(t *testing.T) {
 	if _, err := r.PollEvents(ctx, 0, 1, 0); !errors.Is(err, ErrInternal) {
 		t.Fatalf("poll: %v", err)
 	}
+	// A nil ctx is a host bug: a typed error, never a panic.
+	if _, err := r.Status(nil, "x"); !errors.Is(err, ErrInternal) {
+		t.Fatalf("nil ctx: %v", err)
+	}
 	bad := WithCaller(ctx, Caller{Capsule: "c", Principal: "../etc"})
 	if _, err := r.List(bad, nil); !errors.Is(err, ErrInvalidInput) {
 		t.Fatalf("bad principal: %v", err)

@@ -107,8 +107,8 @@ func (d *SpillDir) Remove() error {
 //	40 [24]byte reserved (zero)
 //	64 data: the byte at absolute offset o is at 64 + o mod C, for start <= o < end
 //
-// The header is rewritten after every data write, so a reader of the file
-// never trusts bytes the header does not cover.
+// The header is rewritten after every MiB of data and when the stream
+// closes; a reader of the file trusts only what the header covers.
 const (
 	spillMagic      = "CAPSLOG\x00"
 	spillVersion    = 1
@@ -117,6 +117,9 @@ const (
 )
 
 const ringBlock = 64 << 10
+
+// headerEvery bounds how far the spill header may lag behind the data.
+const headerEvery = 1 << 20
 
 // OutputLog is one captured output stream: a ring with absolute offsets
 // plus a capped private spill file. Safe for concurrent use: one writer
@@ -137,6 +140,7 @@ type OutputLog struct {
 	spillStart int64 // lowest offset held in the spill file
 	spillErr   error // sticky: the spill failed; nothing below start is retained
 	header     [spillHeaderSize]byte
+	headerAt   int64 // end offset the header on disk records
 
 	closed  bool
 	removed bool
@@ -258,6 +262,7 @@ func (l *OutputLog) writeHeader() error {
 	if _, err := l.spill.WriteAt(h, 0); err != nil {
 		return l.failSpill(err)
 	}
+	l.headerAt = l.end
 	return nil
 }
 
@@ -312,7 +317,11 @@ func (l *OutputLog) Write(p []byte) (int, error) {
 	if l.end-l.start > l.ringCap {
 		l.start = l.end - l.ringCap
 	}
-	if l.spill != nil {
+	// The header is rewritten once per headerEvery bytes, not per write:
+	// it is what a reader of the file alone trusts (after a host
+	// restart), and up to headerEvery bytes may then be uncovered.
+	// CloseWrite always writes it.
+	if l.spill != nil && l.end-l.headerAt >= headerEvery {
 		if herr := l.writeHeader(); herr != nil && err == nil {
 			err = herr
 		}

@@ -80,9 +80,9 @@ func TestWitBindgenGoAgreesWithOracle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir := "guest/bindings/ephemeral" // world capsule-ephemeral imports 1.0.0
+		dir := "testdata/bindings/ephemeral" // world capsule-ephemeral imports 1.0.0
 		if strings.HasSuffix(witsrc.InterfaceID(iface), "@1.1.0") {
-			dir = "guest/bindings/full" // world capsule imports 1.1.0
+			dir = "testdata/bindings/full" // world capsule imports 1.1.0
 		}
 		for _, f := range fs {
 			want[dir][f.Key()] = f
@@ -137,7 +137,7 @@ func TestWitBindgenGoOutputOnStandardGo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
-	cmd := exec.Command("go", "build", "./guest/bindings/...")
+	cmd := exec.Command("go", "build", "./testdata/bindings/...")
 	cmd.Dir = modRoot
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOWORK=off")
 	out, err := cmd.CombinedOutput()

@@ -68,6 +68,7 @@ func TestGuestModulesMatchWIT(t *testing.T) {
 		{"testdata/hostile/hostile.wasm", read("../testdata/hostile/hostile.wasm"), ""},
 		{"testdata/hostile/minimal.wasm", read("../testdata/hostile/minimal.wasm"), ""},
 		{"testdata/hostile/postreturn.wasm", read("../testdata/hostile/postreturn.wasm"), ""},
+		{"testdata/hostile/layout10.wasm", read("../testdata/hostile/layout10.wasm"), ""},
 	}
 	ctx := context.Background()
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())

@@ -188,3 +188,22 @@ func TestPostReturnIsCalledWhenExported(t *testing.T) {
 		t.Errorf("after a call, the guest's cabi_post_capsule:guest/tool@1.0.0#call had not run (outputs %q): the host must call an exported post-return after reading the results", outs)
 	}
 }
+
+// TestLayout10 runs a 1.0.0 guest whose return area is 4-aligned (enough
+// for 1.0.0's result<process-result, error-code>, not for 1.1.0's): the
+// host must lower 1.0.0 results with 1.0.0's layout.
+func TestLayout10(t *testing.T) {
+	wasm, err := os.ReadFile(filepath.Join(dir, "layout10.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := hosttest.New(t)
+	env.Load(t, hosttest.Capsule{Name: "layout10", Wasm: wasm, Imports: map[string]string{"capsule:process": "1.0"}, Exec: []string{"/bin/sh"}})
+	r, err := env.Host.Call(context.Background(), "layout10", "denied", "{}")
+	if err != nil {
+		t.Fatalf("1.0.0 spawn with a 4-aligned return area: %v", err)
+	}
+	if r.Output != "{}" {
+		t.Fatalf("output %q", r.Output)
+	}
+}

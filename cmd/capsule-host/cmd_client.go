@@ -250,7 +250,7 @@ func runInspect(e *env, o *opts, args []string) error {
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("ID", p.ID)
-	row("ID hash", p.IDHash)
+	row("Log ID", p.LogID)
 	row("Capsule", p.Capsule)
 	row("Principal", p.Principal)
 	row("Label", dash(p.Label))
@@ -307,7 +307,11 @@ func runLogs(e *env, o *opts, args []string) error {
 	// Following is a long operation: say so, and on a terminal keep a live
 	// status line on stderr while the process is quiet.
 	tty := isTerminal(e.stderr)
-	fmt.Fprintf(e.stderr, "following %s of process %s (Ctrl-C stops following, not the process)\n", q.Stream, api.IDHash(id))
+	p, err := c.Process(e.ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stderr, "following %s of process %s (%s, %s); Ctrl-C stops following, not the process\n", q.Stream, p.LogID, p.Capsule, p.Principal)
 	start := time.Now()
 	status := false
 	var total int
@@ -343,10 +347,10 @@ func runLogs(e *env, o *opts, args []string) error {
 	if err != nil {
 		return err
 	}
-	if p, err := c.Process(context.WithoutCancel(e.ctx), id); err == nil {
-		fmt.Fprintf(e.stderr, "process %s ended: %s\n", api.IDHash(id), daemon.ExitText(p.Exit))
+	if p2, err := c.Process(context.WithoutCancel(e.ctx), id); err == nil {
+		fmt.Fprintf(e.stderr, "process %s ended: %s\n", p.LogID, daemon.ExitText(p2.Exit))
 	} else {
-		fmt.Fprintf(e.stderr, "process %s ended\n", api.IDHash(id))
+		fmt.Fprintf(e.stderr, "process %s ended\n", p.LogID)
 	}
 	return nil
 }
@@ -369,8 +373,12 @@ func runStop(e *env, o *opts, args []string) error {
 	if grace != nil {
 		gtxt = grace.String()
 	}
+	p, err := c.Process(e.ctx, id)
+	if err != nil {
+		return err
+	}
 	// A stop may wait out its whole grace period: show it is working.
-	fmt.Fprintf(e.stderr, "stopping process %s (SIGTERM, then SIGKILL after %s)…\n", api.IDHash(id), gtxt)
+	fmt.Fprintf(e.stderr, "stopping process %s (%s, %s): SIGTERM, then SIGKILL after %s…\n", p.LogID, p.Capsule, p.Principal, gtxt)
 	done := make(chan struct{})
 	if isTerminal(e.stderr) {
 		go func() {
@@ -396,6 +404,6 @@ func runStop(e *env, o *opts, args []string) error {
 	if e.g.json {
 		return printJSON(e.stdout, api.StopResponse{Exit: ex})
 	}
-	fmt.Fprintf(e.stdout, "stopped %s: %s\n", api.IDHash(id), daemon.ExitText(&ex))
+	fmt.Fprintf(e.stdout, "stopped %s: %s\n", p.LogID, daemon.ExitText(&ex))
 	return nil
 }

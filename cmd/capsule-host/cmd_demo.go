@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/config"
@@ -123,7 +122,7 @@ func (d *demo) run(tmp string) error {
 		return fmt.Errorf("step 1 (spawn): no id in %v", out)
 	}
 	d.say("   spawn_background_process ran on instance #%d", inst)
-	d.say("   process ID %s…%s (52 characters, 256 random bits; logs show only its hash %s)", id[:6], id[len(id)-4:], api.IDHash(id))
+	d.say("   process ID %s…%s (52 characters, 256 random bits; logs show only its hash %s)", id[:6], id[len(id)-4:], d.rt.Registry.LogID(id))
 	d.say("")
 
 	// 2. two reads with a cursor, on different instances.
@@ -183,7 +182,7 @@ func (d *demo) run(tmp string) error {
 	d.say("   kill_process ran on instance #%d: %s", inst4, exitText(stopped))
 	info, err := d.rt.Registry.OperatorStatus(id)
 	if err == nil {
-		p := daemon.ProcessView(info)
+		p := d.rt.ProcessView(info)
 		d.say("   the registry now says: phase %s, %s, reason %s", p.Phase, daemon.ExitText(p.Exit), dash(p.Reason))
 	}
 	d.say("")

@@ -52,7 +52,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func testcapDir(t *testing.T) string {
+func testcapDir(t testing.TB) string {
 	t.Helper()
 	d, err := filepath.Abs("../../capsules/testcap")
 	if err != nil {
@@ -64,7 +64,7 @@ func testcapDir(t *testing.T) string {
 	return d
 }
 
-func startDaemon(t *testing.T, mutate func(*config.Config)) *testDaemon {
+func startDaemon(t testing.TB, mutate func(*config.Config)) *testDaemon {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
@@ -105,7 +105,7 @@ func startDaemon(t *testing.T, mutate func(*config.Config)) *testDaemon {
 }
 
 // stop shuts the daemon down as SIGTERM would and checks the socket is gone.
-func (d *testDaemon) stop(t *testing.T) {
+func (d *testDaemon) stop(t testing.TB) {
 	t.Helper()
 	if d.cancel == nil {
 		return
@@ -248,7 +248,7 @@ func TestClientCommandsAgainstDaemon(t *testing.T) {
 
 	// stop: prints the exit; progress on stderr; logs -f then ends at EOF.
 	out, errOut, code = d.cli(t, "stop", id, "--grace", "2s")
-	if code != 0 || !strings.Contains(out, "stopped") || !strings.Contains(errOut, "stopping process") || !strings.Contains(errOut, api.IDHash(id)) {
+	if code != 0 || !strings.Contains(out, "stopped") || !strings.Contains(errOut, "stopping process") || !strings.Contains(errOut, d.rt.Registry.LogID(id)) {
 		t.Fatalf("stop: %d %q %q", code, out, errOut)
 	}
 	out, errOut, code = d.cli(t, "logs", id, "-f")
@@ -266,14 +266,14 @@ func TestClientCommandsAgainstDaemon(t *testing.T) {
 	if strings.Contains(logs, id) || strings.Contains(logs, other) {
 		t.Fatalf("a raw process ID reached the daemon log:\n%s", logs)
 	}
-	if !strings.Contains(logs, "process="+api.IDHash(id)) || !strings.Contains(logs, "principal=alice") {
+	if !strings.Contains(logs, "proc="+d.rt.Registry.LogID(id)) || !strings.Contains(logs, "principal=alice") {
 		t.Fatalf("the stop log lacks capsule/principal/hash:\n%s", logs)
 	}
 
 	// Shutdown stops bob's still-running process and says so.
 	d.stop(t)
 	logs = d.logs.String()
-	for _, want := range []string{"shutting down", "stopping persistent process for shutdown", "process=" + api.IDHash(other), "persistent processes stopped", "capsule-host stopped"} {
+	for _, want := range []string{"shutting down", "stopping persistent process for shutdown", "proc=" + d.rt.Registry.LogID(other), "persistent processes stopped", "capsule-host stopped"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("shutdown log lacks %q:\n%s", want, logs)
 		}
@@ -367,6 +367,22 @@ func TestTCPListenerTokens(t *testing.T) {
 			t.Fatalf("bob %s: %v", name, err)
 		}
 	}
+	// The CLI over --tcp, with the token from the environment.
+	t.Setenv("CAPSULE_HOST_TOKEN", tokB)
+	out, errOut, code := runCLI(t, "", "ps", "--tcp", d.tcp)
+	if code != 0 || strings.Contains(out, v.OK) {
+		t.Fatalf("bob's ps over --tcp: %d %q %q", code, out, errOut)
+	}
+	_, errOut, code = runCLI(t, "", "call", "testcap", "echo", "--principal", "alice", "--tcp", d.tcp)
+	if code != exitFailed || !strings.Contains(errOut, "forbidden") {
+		t.Fatalf("bob calling as alice over --tcp: %d %q", code, errOut)
+	}
+	t.Setenv("CAPSULE_HOST_TOKEN", tokA)
+	out, _, code = runCLI(t, "", "ps", "--tcp", d.tcp)
+	if code != 0 || !strings.Contains(out, v.OK) {
+		t.Fatalf("alice's ps over --tcp: %d %q", code, out)
+	}
+
 	// The socket is the operator: it sees and stops alice's process.
 	if _, _, code := d.cli(t, "stop", v.OK, "--grace", "1s"); code != 0 {
 		t.Fatal("operator stop failed")
@@ -393,5 +409,51 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 15s")
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// On shutdown, an in-flight call finishes within the grace period; one
+// that outlives it is cancelled at the bound, and the daemon still exits.
+func TestShutdownInFlightCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		grace  time.Duration
+		sleep  string
+		wantOK bool
+	}{
+		{"finishes within grace", 5 * time.Second, "1", true},
+		{"cancelled at the bound", 500 * time.Millisecond, "20", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := startDaemon(t, func(c *config.Config) { c.ShutdownGrace = config.Duration(tc.grace) })
+			type res struct {
+				out, errOut string
+				code        int
+			}
+			done := make(chan res, 1)
+			go func() {
+				o, e, c := d.cli(t, "call", "testcap", "spawn", `{"cmd":"/bin/sleep","args":["`+tc.sleep+`"]}`, "--principal", "alice")
+				done <- res{o, e, c}
+			}()
+			waitFor(t, func() bool { return strings.Contains(d.logs.String(), "process spawned") })
+			start := time.Now()
+			d.stop(t)
+			took := time.Since(start)
+			r := <-done
+			if tc.wantOK && (r.code != 0 || !strings.Contains(r.out, "ok")) {
+				t.Fatalf("in-flight call did not finish: %d %q %q", r.code, r.out, r.errOut)
+			}
+			if !tc.wantOK {
+				if r.code == 0 && !strings.Contains(r.out, "cancel") {
+					t.Fatalf("in-flight call outlived the grace and still succeeded: %q", r.out)
+				}
+				if took > 15*time.Second {
+					t.Fatalf("shutdown took %v with a %v grace", took, tc.grace)
+				}
+				if !strings.Contains(d.logs.String(), "outlived the shutdown grace") {
+					t.Errorf("the daemon did not say it cancelled calls:\n%s", d.logs.String())
+				}
+			}
+		})
 	}
 }

@@ -43,25 +43,38 @@ func TestE2EBuiltBinary(t *testing.T) {
 	envv := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
 		"XDG_RUNTIME_DIR=", "XDG_STATE_HOME=" + filepath.Join(dir, "xdg-state")}
 
-	var daemonLog bytes.Buffer
+	// The log goes to a file, not a pipe: a pipe would keep Wait blocked
+	// on any process that inherited it, hiding the very leak we look for.
+	logPath := filepath.Join(dir, "daemon.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	daemonLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
 	srv := exec.Command(bin, "serve", "--socket", sock, "--state-dir", state)
 	srv.Env = envv
-	srv.Stdout = &daemonLog
-	srv.Stderr = &daemonLog
+	srv.Stdout = logf
+	srv.Stderr = logf
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- srv.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = srv.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		select {
 		case <-exited:
 		default:
 			srv.Process.Kill()
-			<-exited
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+				t.Errorf("the daemon did not die of SIGKILL within 10s")
+			}
 		}
 		if t.Failed() {
-			t.Logf("daemon log:\n%s", daemonLog.String())
+			t.Logf("daemon log:\n%s", daemonLog())
 		}
 	})
 
@@ -95,8 +108,8 @@ func TestE2EBuiltBinary(t *testing.T) {
 			t.Fatalf("the daemon did not come up within 60s")
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("the daemon exited early: %v", err)
+		case <-exited:
+			t.Fatalf("the daemon exited early: %v", waitErr)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -184,6 +197,11 @@ func TestE2EBuiltBinary(t *testing.T) {
 		t.Fatalf("second spawn: %d %s", code, errOut)
 	}
 	id2 := str(m, "id", "process_id")
+	out, _, code = cli("inspect", id2, "--json")
+	var p2 api.Process
+	if code != 0 || json.Unmarshal([]byte(out), &p2) != nil || p2.LogID == "" {
+		t.Fatalf("inspect: %d %q", code, out)
+	}
 	time.Sleep(300 * time.Millisecond)
 	tree = append(tree, descendants(srv.Process.Pid)...)
 
@@ -191,15 +209,15 @@ func TestE2EBuiltBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("the daemon exited with %v after SIGTERM", err)
+	case <-exited:
+		if waitErr != nil {
+			t.Fatalf("the daemon exited with %v after SIGTERM", waitErr)
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the daemon did not exit within 60s of SIGTERM")
 	}
-	logs := daemonLog.String()
-	for _, want := range []string{"shutting down", "stopping persistent process for shutdown", "process=" + api.IDHash(id2), "persistent processes stopped", "capsule-host stopped"} {
+	logs := daemonLog()
+	for _, want := range []string{"shutting down", "stopping persistent process for shutdown", "proc=" + p2.LogID, "persistent processes stopped", "capsule-host stopped"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("daemon log lacks %q", want)
 		}

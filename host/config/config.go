@@ -124,6 +124,9 @@ type Backends struct {
 type Bwrap struct {
 	// Path of the bwrap binary (default: looked up in PATH).
 	Path string `toml:"path"`
+	// Mask lists more absolute host paths hidden inside every sandbox
+	// (the state directory and the operator's credentials always are).
+	Mask []string `toml:"mask"`
 }
 
 // OCI configures the OCI backend.
@@ -442,6 +445,11 @@ func Parse(file string, data []byte) (*Config, error) {
 		}
 	}
 	c.Backends.Bwrap.Path = abs(c.Backends.Bwrap.Path)
+	for _, m := range c.Backends.Bwrap.Mask {
+		if !filepath.IsAbs(m) {
+			return nil, fail("backends.bwrap.mask", "%q is not an absolute path", m)
+		}
+	}
 	if len(c.Profiles) > 0 && !slices.Contains(c.Backends.Enabled, "oci") {
 		return nil, fail("profiles", "launch profiles need the oci backend in backends.enabled")
 	}

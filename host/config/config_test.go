@@ -149,3 +149,30 @@ func TestSetStateDir(t *testing.T) {
 		t.Fatalf("explicit paths moved: %+v", c)
 	}
 }
+
+// The example's commented launch profile documents real keys: uncommented,
+// it parses.
+func TestExampleProfileParses(t *testing.T) {
+	b, err := os.ReadFile("../../capsule-host.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(string(b), `enabled = ["local"]`, `enabled = ["local", "oci"]`, 1)
+	i := strings.Index(src, "# [profiles.debian]")
+	if i < 0 {
+		t.Fatal("the example has no commented profile")
+	}
+	var out []string
+	for _, l := range strings.Split(src[i:], "\n") {
+		out = append(out, strings.TrimPrefix(l, "# "))
+	}
+	c, err := Parse("/etc/example.toml", []byte(src[:i]+strings.Join(out, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Profiles["debian"]
+	if p.Limits.MemoryBytes != 536870912 || p.Limits.Pids != 256 || p.UserNS == nil || p.UserNS.Size != 65536 ||
+		len(p.ReadonlyBinds) != 1 || p.Limits.CPUTime.D() != 10*time.Minute || p.CPUs != 1.0 {
+		t.Fatalf("%+v", p)
+	}
+}

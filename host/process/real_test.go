@@ -285,3 +285,20 @@ func TestRealConcurrentInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestRealDropThenSpawn: dropping a running spawn-background handle must
+// not touch a process started afterwards. (Regression: with the local
+// backend's pooled cgroup leaves, the next process was SIGKILLed; passes
+// with local.Options{NoCgroups: true}.)
+func TestRealDropThenSpawn(t *testing.T) {
+	h := newHarness(t, newRealRegistry(t))
+	idx := h.ok(Module11, h.call(Module11, "spawn-background", request("/bin/sleep", "30"))).(uint32)
+	h.call(Module11, "[resource-drop]process-handle", idx)
+	id := h.ok(Module11, h.call(Module11, "spawn-persistent", request("/bin/sleep", "30"), persistOpts(false))).(string)
+	time.Sleep(300 * time.Millisecond)
+	info := h.ok(Module11, h.call(Module11, "status", id))
+	if phase := field(info, 4).(uint32); phase != 1 {
+		t.Fatalf("a process started after an unrelated drop is no longer running: phase %d, exit %#v", phase, field(info, 5))
+	}
+	h.call(Module11, "stop", id, cabi.Some(uint64(100)))
+}

@@ -20,7 +20,13 @@ import (
 //
 //	go test -run '^$' -bench SpawnWait -benchtime 400x ./sandbox/local/
 func BenchmarkSpawnWait(b *testing.B) {
-	be, err := local.New(local.Options{})
+	b.Run("cgroup", func(b *testing.B) { benchSpawnWait(b, local.Options{}) })
+	// Without cgroups: what the tracking cgroup costs.
+	b.Run("nocgroup", func(b *testing.B) { benchSpawnWait(b, local.Options{NoCgroups: true}) })
+}
+
+func benchSpawnWait(b *testing.B, opts local.Options) {
+	be, err := local.New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -37,7 +43,7 @@ func BenchmarkSpawnWait(b *testing.B) {
 	}
 	ctx := context.Background()
 	var tLocal, tExec time.Duration
-	var sLocal, sExec []time.Duration
+	var sLocal, sExec, sStart []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -45,6 +51,7 @@ func BenchmarkSpawnWait(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		sStart = append(sStart, time.Since(t0))
 		if _, err := h.Wait(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -71,6 +78,18 @@ func BenchmarkSpawnWait(b *testing.B) {
 	b.ReportMetric(float64(tLocal)/float64(tExec), "local/osexec")
 	// Medians resist the noise of a shared machine better than means.
 	b.ReportMetric(float64(median(sLocal))/float64(median(sExec)), "p50-local/osexec")
+	b.ReportMetric(float64(median(sStart).Microseconds()), "p50-start-µs")
+	if os.Getenv("BENCH_TAILS") != "" {
+		for _, x := range []struct {
+			n string
+			d []time.Duration
+		}{{"start", sStart}, {"local", sLocal}, {"exec", sExec}} {
+			s := append([]time.Duration(nil), x.d...)
+			sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+			b.Logf("%s p50 %v p90 %v p99 %v max %v", x.n, s[len(s)/2], s[len(s)*9/10], s[len(s)*99/100], s[len(s)-1])
+		}
+	}
+	b.ReportMetric(float64(median(sExec).Microseconds()), "p50-osexec-µs")
 }
 
 // BenchmarkCapture1GiB streams 1 GiB of stdout through the local backend

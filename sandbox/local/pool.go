@@ -53,8 +53,13 @@ func (b *Backend) newGroup(id string, lim cgroups.Limits) (*cgroups.Group, bool,
 }
 
 // releaseGroup returns an empty pooled group to the pool, or removes it.
-func releaseGroup(g *cgroups.Group) error {
-	if pids, err := g.Procs(); err == nil && len(pids) == 0 {
+// empty says the caller already saw the group empty after its root exited.
+func releaseGroup(g *cgroups.Group, empty bool) error {
+	if !empty {
+		pids, err := g.Procs()
+		empty = err == nil && len(pids) == 0
+	}
+	if empty {
 		groupPool.mu.Lock()
 		if len(groupPool.free) < poolMax {
 			groupPool.free = append(groupPool.free, g)

@@ -33,7 +33,7 @@ type proc struct {
 	// cpuBase is its CPU counter when this process got it.
 	pooled  bool
 	cpuBase time.Duration
-	cgv2  string         // the group's v2 path as /proc/<pid>/cgroup shows it
+	cgv2    string // the group's v2 path as /proc/<pid>/cgroup shows it
 
 	stdin      *sandbox.Stdin // exposed (StdinOpen)
 	stdinInner *sandbox.Stdin // any mode with a pipe
@@ -48,8 +48,11 @@ type proc struct {
 
 	// sigMu orders signals before the root is reaped: once reaped is set
 	// nothing is signalled any more (the PID may be reused).
-	sigMu  sync.Mutex
-	reaped bool
+	sigMu    sync.Mutex
+	reaped   bool
+	cgKilled bool // cgroup.kill was written: the group must not be reused
+	// groupEmpty: settling saw the group empty after the root exited.
+	groupEmpty bool
 
 	done  chan struct{}
 	exit  sandbox.Exit
@@ -139,7 +142,7 @@ func (p *proc) start(argv []string) (err error) {
 		}
 		p.group, p.pooled = g, pooled
 		if pooled {
-			undo = append(undo, func() { releaseGroup(g) })
+			undo = append(undo, func() { releaseGroup(g, false) })
 			// A reused group's counters start where the last tree left.
 			p.cpuBase, _ = g.CPUTime()
 		} else {
@@ -463,6 +466,7 @@ func (p *proc) run() {
 	tracking := p.group != nil && p.group.Tracking()
 	members, merr := p.members()
 	hadMembers := !tracking || merr != nil || len(members) > 0
+	p.groupEmpty = tracking && !hadMembers
 	if hadMembers {
 		p.sigMu.Lock()
 		p.signalTree(syscall.SIGKILL)
@@ -471,6 +475,9 @@ func (p *proc) run() {
 	var ru unix.Rusage
 	if tracking {
 		if hadMembers {
+			p.sigMu.Lock()
+			p.cgKilled = true
+			p.sigMu.Unlock()
 			if err := p.group.Kill(5 * time.Second); err != nil {
 				errs = append(errs, err)
 			}
@@ -515,8 +522,19 @@ func (p *proc) run() {
 	close(p.done)
 	if p.pooled {
 		// After done: Stats now answers from the cache, Cleanup skips
-		// the group, so the next process may have it.
-		if err := releaseGroup(p.group); err != nil {
+		// the group, so the next process may have it. Never a group that
+		// saw cgroup.kill: on this kernel (6.18) a child cloned into it
+		// afterwards with CLONE_INTO_CGROUP is killed at birth.
+		p.sigMu.Lock()
+		killed := p.cgKilled
+		p.sigMu.Unlock()
+		var err error
+		if killed {
+			err = p.group.Remove()
+		} else {
+			err = releaseGroup(p.group, p.groupEmpty)
+		}
+		if err != nil {
 			p.mu.Lock()
 			p.settleErr = errors.Join(p.settleErr, err)
 			p.mu.Unlock()
@@ -585,6 +603,7 @@ func (p *proc) signalTree(sig syscall.Signal) {
 	}
 	if p.group != nil && p.group.Tracking() {
 		if sig == syscall.SIGKILL && p.group.V2Dir != "" {
+			p.cgKilled = true
 			_ = os.WriteFile(filepath.Join(p.group.V2Dir, "cgroup.kill"), []byte("1"), 0)
 		} else {
 			_ = p.group.Signal(sig)

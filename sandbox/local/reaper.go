@@ -79,7 +79,11 @@ func startReaper() error {
 				case <-t.C:
 				case <-reaper.kick:
 				}
-				reaper.scan(nil)
+				// One cheap waitid first: most wake-ups find no zombie
+				// at all, and then there is nothing to list.
+				if anyZombieChild() {
+					reaper.scan(nil)
+				}
 			}
 		}()
 	})

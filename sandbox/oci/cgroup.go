@@ -158,6 +158,16 @@ func oomKills(dirs []string) int64 {
 	return n
 }
 
+// ownedDirs reports whether every dir is a container cgroup named cid.
+func ownedDirs(dirs []string, cid string) bool {
+	for _, d := range dirs {
+		if filepath.Base(d) != cid {
+			return false
+		}
+	}
+	return true
+}
+
 // removeCgroupDirs removes leftover container cgroups. rmdir only succeeds
 // on an empty, unpopulated cgroup, so it can never disturb a live one.
 func removeCgroupDirs(dirs []string) error {
@@ -189,4 +199,47 @@ func sweepRunscLeaks() {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// cgroupStats is stats.json: what the container's cgroups accounted.
+type cgroupStats struct {
+	CPUNS      *int64 `json:"cpu_ns,omitempty"`
+	MemoryPeak *int64 `json:"memory_peak,omitempty"`
+}
+
+func readInt(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v, err == nil
+}
+
+// readCgroupStats reads CPU time (v1 cpuacct.usage, v2 cpu.stat
+// usage_usec) and memory peak (v1 memory.max_usage_in_bytes, v2
+// memory.peak) from whichever of dirs has them; unknown stays nil.
+func readCgroupStats(dirs []string) cgroupStats {
+	var cs cgroupStats
+	for _, d := range dirs {
+		if v, ok := readInt(filepath.Join(d, "cpuacct.usage")); ok && cs.CPUNS == nil {
+			cs.CPUNS = &v
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "cpu.stat")); err == nil && cs.CPUNS == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if k, v, ok := strings.Cut(l, " "); ok && k == "usage_usec" {
+					if x, err := strconv.ParseInt(v, 10, 64); err == nil {
+						x *= 1000
+						cs.CPUNS = &x
+					}
+				}
+			}
+		}
+		for _, f := range []string{"memory.max_usage_in_bytes", "memory.peak"} {
+			if v, ok := readInt(filepath.Join(d, f)); ok && cs.MemoryPeak == nil {
+				cs.MemoryPeak = &v
+			}
+		}
+	}
+	return cs
 }

@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -159,7 +160,7 @@ func TestEscapeForkBomb(t *testing.T) {
 	// The container's pids cgroup holds it at the limit.
 	var dirs []string
 	b, _ := os.ReadFile(filepath.Join(e.b.stateDir(h.Ref().ID), "cgroups.json"))
-	jsonUnmarshal(b, &dirs)
+	json.Unmarshal(b, &dirs)
 	for _, d := range dirs {
 		if c, err := os.ReadFile(filepath.Join(d, "pids.current")); err == nil {
 			var n int

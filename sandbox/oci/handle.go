@@ -131,28 +131,29 @@ func (h *handle) Terminate(ctx context.Context, mode sandbox.TerminateMode) (san
 	return sandbox.Exit{}, fmt.Errorf("%w: terminate mode %d", sandbox.ErrInvalidSpec, mode)
 }
 
-// Stats reads the container's memory peak from its v1 memory cgroup
-// while it exists.
+// Stats reads the container's cgroups while they exist, then what the
+// monitor saved before deleting them.
 func (h *handle) Stats() sandbox.Stats {
-	var s sandbox.Stats
-	var dirs []string
-	if b, err := os.ReadFile(filepath.Join(h.c.stateDir, "cgroups.json")); err == nil {
-		_ = jsonUnmarshal(b, &dirs)
+	var cs cgroupStats
+	if b, err := os.ReadFile(filepath.Join(h.c.stateDir, "stats.json")); err == nil {
+		_ = json.Unmarshal(b, &cs)
+	} else {
+		var dirs []string
+		if b, err := os.ReadFile(filepath.Join(h.c.stateDir, "cgroups.json")); err == nil {
+			_ = json.Unmarshal(b, &dirs)
+		}
+		if ownedDirs(dirs, h.c.st.ContainerID) {
+			cs = readCgroupStats(dirs)
+		}
 	}
-	for _, d := range dirs {
-		if b, err := os.ReadFile(filepath.Join(d, "memory.max_usage_in_bytes")); err == nil {
-			if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
-				s.MemoryPeak = &v
-			}
-		}
-		if b, err := os.ReadFile(filepath.Join(d, "cpuacct.usage")); err == nil {
-			if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
-				d := time.Duration(v)
-				s.CPUTime = &d
-			}
-		}
+	var s sandbox.Stats
+	if cs.CPUNS != nil {
+		d := time.Duration(*cs.CPUNS)
+		s.CPUTime = &d
+	}
+	if cs.MemoryPeak != nil && *cs.MemoryPeak > 0 {
+		v := *cs.MemoryPeak
+		s.MemoryPeak = &v
 	}
 	return s
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -66,6 +66,8 @@ type monitorStatus struct {
 	Error string `json:"error,omitempty"`
 	Errno int    `json:"errno,omitempty"`
 	Exit  bool   `json:"exit,omitempty"`
+	// Settled: the container's last process is gone.
+	Settled bool `json:"settled,omitempty"`
 }
 
 // exitRecord is exit.json: the immutable exit, recorded once.
@@ -111,8 +113,10 @@ func runMonitor(cfgPath string) int {
 	memCg := memoryCgroupDirs(cfg.CgroupRel)
 
 	pidFile := filepath.Join(cfg.StateDir, "init.pid")
-	args := append(append([]string(nil), cfg.GlobalArgs...), "create", "--bundle", cfg.Bundle, "--pid-file", pidFile)
-	create := exec.Command(cfg.Runtime)
+	// `run --detach` is create + start in one runtime invocation: one
+	// exec of the runtime fewer on every start than create, then start.
+	args := append(append([]string(nil), cfg.GlobalArgs...), "run", "--detach", "--bundle", cfg.Bundle, "--pid-file", pidFile)
+	run := exec.Command(cfg.Runtime)
 	var initR *os.File
 	if cfg.Init {
 		r, w, err := os.Pipe()
@@ -120,20 +124,27 @@ func runMonitor(cfgPath string) int {
 			return fail(0, "monitor: %v", err)
 		}
 		initR = r
-		create.ExtraFiles = []*os.File{w}
+		run.ExtraFiles = []*os.File{w}
 		args = append(args, "--preserve-fds", "1")
-		defer w.Close()
 	}
-	create.Args = append([]string{cfg.Runtime}, append(args, cfg.ContainerID)...)
+	run.Args = append([]string{cfg.Runtime}, append(args, cfg.ContainerID)...)
 	// Pass-through stdio: the runtime hands our fds 0-2 (the host's pipes)
 	// to the container.
-	create.Stdin, create.Stdout, create.Stderr = os.Stdin, os.Stdout, os.Stderr
-	err = create.Run()
-	for _, f := range create.ExtraFiles {
+	run.Stdin, run.Stdout, run.Stderr = os.Stdin, os.Stdout, os.Stderr
+	err = run.Run()
+	for _, f := range run.ExtraFiles {
 		f.Close() // only the init holds the report pipe now
 	}
+	// Drop our copies of the container's stdio, so that its pipes reach
+	// EOF exactly when the container's processes are gone.
+	if devnull, derr := os.OpenFile(os.DevNull, os.O_RDWR, 0); derr == nil {
+		for fd := 0; fd <= 2; fd++ {
+			_ = unix.Dup2(int(devnull.Fd()), fd)
+		}
+		devnull.Close()
+	}
 	if err != nil {
-		return fail(0, "%s create: %v%s", filepath.Base(cfg.Runtime), err, runtimeLogTail(cfg.StateDir))
+		return fail(0, "%s run: %v%s", filepath.Base(cfg.Runtime), err, runtimeLogTail(cfg.StateDir))
 	}
 	pb, err := os.ReadFile(pidFile)
 	if err != nil {
@@ -143,27 +154,12 @@ func runMonitor(cfgPath string) int {
 	if err != nil || pid <= 0 {
 		return fail(0, "monitor: bad pid file %q", pb)
 	}
-	// The init is alive (created, not started): its membership is exact.
-	if dirs := cgroupDirs(procCgroups(strconv.Itoa(pid)), ""); len(dirs) > 0 {
+	// The exact membership, if the init is still there to ask (an exited
+	// init reads as the root cgroups: ignore that).
+	if dirs := cgroupDirs(procCgroups(strconv.Itoa(pid)), ""); len(dirs) > 0 && ownedDirs(dirs, cfg.ContainerID) {
 		memCg = dirs
 	}
 	_ = writeJSONAtomic(filepath.Join(cfg.StateDir, "cgroups.json"), memCg)
-	// Drop our copies of the container's stdio before it runs, so that
-	// its pipes reach EOF exactly when the container's processes are gone.
-	if devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0); err == nil {
-		for fd := 0; fd <= 2; fd++ {
-			_ = unix.Dup2(int(devnull.Fd()), fd)
-		}
-		devnull.Close()
-	}
-	startArgs := append(append([]string(nil), cfg.GlobalArgs...), "start", cfg.ContainerID)
-	var serr bytes.Buffer
-	start := exec.Command(cfg.Runtime, startArgs...)
-	start.Stderr = &serr
-	if err := start.Run(); err != nil {
-		// The init may still sit in created state; the host deletes it.
-		return fail(0, "%s start: %v: %s%s", filepath.Base(cfg.Runtime), err, strings.TrimSpace(serr.String()), runtimeLogTail(cfg.StateDir))
-	}
 	var initLines *bufio.Reader
 	if cfg.Init {
 		initLines = bufio.NewReader(initR)
@@ -249,6 +245,16 @@ func runMonitor(cfgPath string) int {
 			_ = kill.Run()
 			<-initDone
 		}
+	}
+	// Keep the accounting the runtime's delete is about to remove.
+	_ = writeJSONAtomic(filepath.Join(cfg.StateDir, "stats.json"), readCgroupStats(memCg))
+	_ = enc.Encode(monitorStatus{Settled: true})
+	// The exit is on disk: the runtime's container is no longer needed.
+	// Deleting it here, as `runc run` does, takes the delete off the
+	// caller's Cleanup.
+	del := exec.Command(cfg.Runtime, append(append([]string(nil), cfg.GlobalArgs...), "delete", cfg.ContainerID)...)
+	if del.Run() == nil {
+		_ = os.WriteFile(filepath.Join(cfg.StateDir, "deleted"), nil, 0o600)
 	}
 	// Reap whatever the runtime left re-parented to us.
 	for {

@@ -394,6 +394,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 	}
 	closeAll(childFiles)
 	c.monitor = mon
+	c.settled = nil
 	c.st.MonitorPID = mon.Process.Pid
 	c.st.MonitorStart = procStartTime(mon.Process.Pid)
 	monExited := make(chan struct{})
@@ -407,8 +408,15 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 	// recorded". EOF on the second means the monitor is gone.
 	first := make(chan monitorStatus, 1)
 	exitLine := make(chan struct{})
+	settledLine := make(chan struct{})
 	go func() {
-		defer close(exitLine)
+		defer close(settledLine)
+		exitClosed := false
+		defer func() {
+			if !exitClosed {
+				close(exitLine)
+			}
+		}()
 		rd := bufio.NewReader(statR)
 		defer statR.Close()
 		var st monitorStatus
@@ -425,8 +433,14 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 		for {
 			line, err := rd.ReadBytes('\n')
 			var m monitorStatus
-			if len(line) > 0 && json.Unmarshal(line, &m) == nil && m.Exit {
-				return
+			if len(line) > 0 && json.Unmarshal(line, &m) == nil {
+				if m.Exit && !exitClosed {
+					close(exitLine)
+					exitClosed = true
+				}
+				if m.Settled {
+					return
+				}
 			}
 			if err != nil {
 				return
@@ -478,6 +492,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 		c.stdin = sandbox.NewStdin(stdinW, append([]byte(nil), spec.Stdin.Data...))
 	}
 	c.readers = [2]*os.File{outR, errR}
+	c.settled = settledLine
 	c.startPumps()
 	go c.settle(func() (*exitRecord, error) {
 		select {
@@ -818,6 +833,7 @@ type container struct {
 
 	monitor   *exec.Cmd
 	monExited chan struct{}
+	settled   chan struct{} // the container's last process is gone
 	logs      [2]*sandbox.OutputLog
 	stdin     *sandbox.Stdin
 	readers   [2]*os.File
@@ -890,12 +906,11 @@ func (c *container) settle(wait func() (*exitRecord, error)) {
 			r.Close()
 		}
 	}
-	if c.monExited != nil {
-		// The monitor ends leftovers at the drain bound and then exits;
-		// once it has, the runtime's delete (Cleanup) cannot find the
-		// container running.
+	if c.settled != nil {
+		// The monitor ends leftovers at the drain bound: once it says the
+		// container is empty, nothing of the process survives Wait.
 		select {
-		case <-c.monExited:
+		case <-c.settled:
 		case <-time.After(c.drain + 10*time.Second):
 		}
 	}
@@ -916,7 +931,24 @@ func (c *container) settle(wait func() (*exitRecord, error)) {
 func (c *container) destroy(ctx context.Context, force bool) error {
 	st := c.st
 	var errs []error
-	if st.Runtime != "" {
+	// After the exit, the monitor ends leftovers at the drain bound and
+	// deletes the runtime's container itself; let it finish.
+	if !force {
+		deadline := time.Now().Add(c.drain + 10*time.Second)
+		if c.monExited != nil {
+			select {
+			case <-c.monExited:
+			case <-time.After(time.Until(deadline)):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		} else {
+			for monitorAlive(st) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	}
+	if st.Runtime != "" && !fileExists(filepath.Join(c.stateDir, "deleted")) {
 		args := []string{"delete"}
 		if force {
 			args = append(args, "--force")
@@ -931,6 +963,9 @@ func (c *container) destroy(ctx context.Context, force bool) error {
 	var dirs []string
 	if b, err := os.ReadFile(filepath.Join(c.stateDir, "cgroups.json")); err == nil {
 		_ = json.Unmarshal(b, &dirs)
+	}
+	if !ownedDirs(dirs, st.ContainerID) {
+		dirs = nil // never touch a cgroup that is not this container's
 	}
 	if err := removeCgroupDirs(dirs); err != nil {
 		errs = append(errs, err)

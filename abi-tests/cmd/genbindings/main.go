@@ -1,5 +1,5 @@
 // Command genbindings regenerates the committed wit-bindgen-go bindings of
-// the third-party guest (guest/bindings/...) from the repository's wit/.
+// the third-party guest (testdata/bindings/...) from the repository's wit/.
 // Run it with `go generate ./...` from abi-tests/; TestBindingsReproducible
 // fails when the committed code differs from a fresh run.
 package main

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/host/engine/enginetest"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/local"
@@ -35,13 +36,13 @@ type Env struct {
 func New(t testing.TB) *Env {
 	t.Helper()
 	dir := t.TempDir()
-	lb, err := local.New(local.Options{})
+	lb, err := local.New(local.Options{NoCgroups: os.Getenv("ABI_TESTS_NOCGROUPS") != ""})
 	if err != nil {
 		t.Fatalf("local backend: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel()}))
 	}
 	reg, err := registry.New(registry.Config{
 		Backends: map[string]sandbox.Backend{"local": lb},
@@ -53,6 +54,7 @@ func New(t testing.TB) *Env {
 	}
 	ctx := context.Background()
 	h, err := host.New(ctx, host.Config{
+		Engine:      enginetest.HostEngine(), // "" (wazero) unless the wasmtime leg sets it
 		Registry:    reg,
 		StateDir:    filepath.Join(dir, "host"),
 		Logger:      logger,
@@ -129,4 +131,12 @@ func (e *Env) Load(t testing.TB, c Capsule) *host.Capsule {
 		t.Fatalf("load capsule %s: %v", c.Name, err)
 	}
 	return cap
+}
+
+// logLevel is warn, or debug with ABI_TESTS_DEBUG=1 (and go test -v).
+func logLevel() slog.Level {
+	if os.Getenv("ABI_TESTS_DEBUG") != "" {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }

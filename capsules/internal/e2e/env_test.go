@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/host/engine/enginetest"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/local"
@@ -58,6 +59,7 @@ func newHost(t testing.TB, capsules ...string) *host.Host {
 	}
 	t.Cleanup(func() { reg.Shutdown(context.Background()) })
 	h, err := host.New(context.Background(), host.Config{
+		Engine:      enginetest.HostEngine(), // "" (wazero) unless the wasmtime leg sets it
 		Registry:    reg,
 		StateDir:    t.TempDir(),
 		Logger:      logger,

@@ -144,6 +144,9 @@ func TestHandleOps(t *testing.T) {
 					{"op": "wait", "timeout_ms": 1000},
 				},
 			})
+			if out.Handle == 0 {
+				t.Error("handle index 0 (never a valid handle)")
+			}
 			if len(out.Results) != 7 {
 				t.Fatalf("results %v", out.Results)
 			}
@@ -155,10 +158,10 @@ func TestHandleOps(t *testing.T) {
 			if pid, _ := out.Results[0]["ok"].(float64); pid <= 1 {
 				t.Errorf("os_pid = %v", out.Results[0])
 			}
-			if ec, _ := out.Results[1]["error"].(map[string]any); ec["code"] != "closed" {
+			if errCode(out.Results[1]) != "closed" {
 				t.Errorf("write_stdin on a background handle = %v", out.Results[1])
 			}
-			wo := out.Results[4]["ok"].(map[string]any)
+			wo, _ := out.Results[4]["ok"].(map[string]any)
 			if wo["stdout"] != "YWJj" { // base64("abc")
 				t.Errorf("wait_with_output = %v", wo)
 			}
@@ -171,14 +174,14 @@ func TestHandleOps(t *testing.T) {
 					{"op": "wait", "timeout_ms": 2000},
 				},
 			})
-			if ex := out.Results[1]["ok"].(map[string]any); ex["signal"] != float64(10) {
+			if ex, _ := out.Results[1]["ok"].(map[string]any); ex["signal"] != float64(10) {
 				t.Errorf("usr1 exit = %v", out.Results[1])
 			}
 			out, _ = tc[opsOut](e, "alice", tool, map[string]any{
 				"request": sh("sleep 30"),
 				"ops":     []map[string]any{{"op": "kill"}, {"op": "wait", "timeout_ms": 100}, {"op": "drop"}},
 			})
-			if ex := out.Results[0]["ok"].(map[string]any); ex["signal"] != float64(9) {
+			if ex, _ := out.Results[0]["ok"].(map[string]any); ex["signal"] != float64(9) {
 				t.Errorf("kill exit = %v", out.Results[0])
 			}
 			// A wait that times out.
@@ -186,7 +189,7 @@ func TestHandleOps(t *testing.T) {
 				"request": sh("sleep 30"),
 				"ops":     []map[string]any{{"op": "wait", "timeout_ms": 50}},
 			})
-			if ec := out.Results[0]["error"].(map[string]any); ec["code"] != "wait-timeout" {
+			if errCode(out.Results[0]) != "wait-timeout" {
 				t.Errorf("short wait = %v", out.Results[0])
 			}
 		})
@@ -280,10 +283,10 @@ func TestPersistentAcrossInstances(t *testing.T) {
 	if n, _ := att.Results[0]["ok"].(float64); n != 6 {
 		t.Errorf("attached write_stdin = %v", att.Results[0])
 	}
-	if ec := att.Results[1]["error"].(map[string]any); ec["code"] != "wait-timeout" {
+	if errCode(att.Results[1]) != "wait-timeout" {
 		t.Errorf("attached bounded wait = %v", att.Results[1])
 	}
-	if ec := att.Results[2]["error"].(map[string]any); ec["code"] != "invalid-input" {
+	if errCode(att.Results[2]) != "invalid-input" {
 		t.Errorf("attached unbounded wait = %v", att.Results[2])
 	}
 	if info, _ = tc[process.ProcessInfo](e, "alice", "status", map[string]any{"id": id}); info.Phase != process.PhaseRunning {
@@ -393,4 +396,11 @@ func TestV1Only(t *testing.T) {
 	if _, err := e.try("alice", "testcap10", "spawn_persistent", `{}`); !errors.Is(err, host.ErrUnknownTool) {
 		t.Errorf("testcap10 spawn_persistent: %v", err)
 	}
+}
+
+// errCode is the error-code case of one op result ("" if it succeeded).
+func errCode(r map[string]any) string {
+	e, _ := r["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
 }

@@ -28,7 +28,8 @@ func RegisterV10() {
 			if err != nil {
 				return reply(nil, err)
 			}
+			raw := h.Raw() // before runOps: Drop zeroes it
 			res, err := runOps(h10{h}, in.Ops, in.KeepHandle)
-			return reply(map[string]any{"handle": h.Raw(), "results": res}, err)
+			return reply(map[string]any{"handle": raw, "results": res}, err)
 		})
 }

@@ -34,8 +34,9 @@ func RegisterV11() {
 			if err != nil {
 				return reply(nil, err)
 			}
+			raw := h.Raw() // before runOps: Drop zeroes it
 			res, err := runOps(h11{h}, in.Ops, in.KeepHandle)
-			return reply(map[string]any{"handle": h.Raw(), "results": res}, err)
+			return reply(map[string]any{"handle": raw, "results": res}, err)
 		})
 	reg("spawn_persistent", "spawn-persistent(request, options) -> {ok: id}.",
 		`{"type":"object","additionalProperties":false,"required":["request"],"properties":{"request":`+reqSchema+`,"options":{"type":"object"}}}`,
@@ -51,8 +52,9 @@ func RegisterV11() {
 			if err != nil {
 				return reply(nil, err)
 			}
+			raw := h.Raw() // before runOps: Drop zeroes it
 			res, err := runOps(h11{h}, in.Ops, in.KeepHandle)
-			return reply(map[string]any{"handle": h.Raw(), "results": res}, err)
+			return reply(map[string]any{"handle": raw, "results": res}, err)
 		})
 	reg("list_processes", "list-processes(label-filter).", obj(``, `"label":{"type":"string"}`),
 		func(in struct {

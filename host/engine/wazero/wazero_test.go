@@ -10,8 +10,13 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/host/engine"
+	"github.com/capsule-host/capsule-host/host/engine/enginetest"
 	"github.com/capsule-host/capsule-host/host/engine/wazero"
 )
+
+// The engine conformance suite, shared with wasmtime: same results, trap
+// reasons and error classes on every engine.
+func TestConformance(t *testing.T) { enginetest.Run(t, wazero.New) }
 
 var i32 = engine.I32
 

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -195,6 +196,12 @@ type Group struct {
 	// name is the relative name under each parent.
 	name string
 	fd   int
+	// Kept-open descriptors of the files read at every settlement
+	// (cgroup.procs, cpu.stat): a pread is cheaper than open+read+close,
+	// and pooled groups are read thousands of times. Guarded by mu.
+	mu        sync.Mutex
+	procsFD   int
+	cpuStatFD int
 }
 
 // Parent is the subdirectory under this process's own cgroup in which the
@@ -207,7 +214,7 @@ const Parent = "capsule-host"
 // is an error wrapping ErrUnsupported that names it ("memory", "pids").
 // With no v2 and no limits the group is empty (V2Dir "" and no V1Dirs).
 func (s *System) NewGroup(name string, lim Limits) (g *Group, err error) {
-	g = &Group{V1Dirs: map[string]string{}, name: name, fd: -1}
+	g = &Group{V1Dirs: map[string]string{}, name: name, fd: -1, procsFD: -1, cpuStatFD: -1}
 	defer func() {
 		if err != nil {
 			g.Remove()
@@ -409,7 +416,61 @@ func (g *Group) Procs() ([]int, error) {
 	if d == "" {
 		return nil, ErrUnsupported
 	}
-	return ReadProcs(filepath.Join(d, "cgroup.procs"))
+	b, err := g.pread(&g.procsFD, filepath.Join(d, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	return parseProcs(b), nil
+}
+
+// pread reads a whole small file through a cached descriptor.
+func (g *Group) pread(fd *int, path string) ([]byte, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if *fd < 0 {
+		f, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("cgroups: open %s: %w", path, err)
+		}
+		*fd = f
+	}
+	buf := make([]byte, 4096)
+	var out []byte
+	for off := int64(0); ; {
+		n, err := unix.Pread(*fd, buf, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cgroups: read %s: %w", path, err)
+		}
+		if n == 0 {
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+		off += int64(n)
+	}
+}
+
+func (g *Group) closeFiles() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, fd := range []*int{&g.procsFD, &g.cpuStatFD} {
+		if *fd >= 0 {
+			unix.Close(*fd)
+			*fd = -1
+		}
+	}
+}
+
+func parseProcs(b []byte) []int {
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // ReadProcs parses a cgroup.procs file.
@@ -418,13 +479,7 @@ func ReadProcs(file string) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroups: %w", err)
 	}
-	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out, nil
+	return parseProcs(b), nil
 }
 
 // Signal sends sig to every live member through a pidfd opened while the
@@ -538,8 +593,10 @@ func (g *Group) OOMKills() (n int64, ok bool) {
 // CPUTime is the group's total CPU time, if accounted.
 func (g *Group) CPUTime() (time.Duration, bool) {
 	if g.V2Dir != "" {
-		if v, ok := keyed(filepath.Join(g.V2Dir, "cpu.stat"), "usage_usec"); ok {
-			return time.Duration(v) * time.Microsecond, true
+		if b, err := g.pread(&g.cpuStatFD, filepath.Join(g.V2Dir, "cpu.stat")); err == nil {
+			if v, ok := keyedIn(b, "usage_usec"); ok {
+				return time.Duration(v) * time.Microsecond, true
+			}
 		}
 	}
 	if d, has := g.V1Dirs["cpuacct"]; has {
@@ -569,6 +626,7 @@ func (g *Group) MemoryPeak() (int64, bool) {
 // members). Idempotent.
 func (g *Group) Remove() error {
 	g.CloseFD()
+	g.closeFiles()
 	var errs []error
 	if g.V2Dir != "" {
 		if err := rmdir(g.V2Dir); err != nil {
@@ -666,6 +724,10 @@ func keyed(file, key string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
+	return keyedIn(b, key)
+}
+
+func keyedIn(b []byte, key string) (int64, bool) {
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) == 2 && f[0] == key {

@@ -204,8 +204,10 @@ func Ephemeral(r *rt.Report, c *proc.Client) {
 			pid := strconv.FormatUint(uint64(*p.OK()), 10)
 			chk := proc.SpawnRequest{Cmd: "/bin/sh", Args: cm.ToList([]string{"-c",
 				`i=0; while kill -0 "$1" 2>/dev/null; do i=$((i+1)); [ $i -gt 100 ] && exit 1; sleep 0.05; done; exit 0`, "sh", pid})}
-			if res := c.Spawn(chk); res.IsErr() || !exitIs(res.OK().Exit, 0, 0) {
-				r.Failf("process %s still alive 5 s after its handle was dropped (%s)", pid, errStr(res.Err()))
+			if res := c.Spawn(chk); res.IsErr() {
+				r.Failf("spawn(kill -0 check): %s", errStr(res.Err()))
+			} else if !exitIs(res.OK().Exit, 0, 0) {
+				r.Failf("process %s still alive 5 s after its handle was dropped (check exited %s)", pid, exitStr(res.OK().Exit))
 			}
 		}
 	}
@@ -307,11 +309,14 @@ func hasID(l cm.List[proc.ProcessInfo], id proc.ProcessID) bool {
 	return false
 }
 
-// pause sleeps about ms through a bounded wait on a running process.
-func pause(r *rt.Report, c *proc.Client, id proc.ProcessID, ms uint64) {
+// pause sleeps about ms through a bounded wait on a running process; it
+// reports false (and a failure) when the wait did not time out.
+func pause(r *rt.Report, c *proc.Client, id proc.ProcessID, ms uint64) bool {
 	if w := c.Wait(id, ms); !errIs(w.Err(), "wait-timeout") {
 		r.Failf("wait(%d ms) on a running process: %s, want wait-timeout", ms, errStr(w.Err()))
+		return false
 	}
+	return true
 }
 
 // PersistUse calls every function of the persistent tier on the process
@@ -369,10 +374,9 @@ func PersistUse(r *rt.Report, c *proc.Client, input string) {
 			break
 		}
 		chunk, out = *ch.OK(), str(ch.OK().Data)
-		if strings.Contains(out, "echo:ping") {
+		if strings.Contains(out, "echo:ping") || !pause(r, c, id, 25) {
 			break
 		}
-		pause(r, c, id, 25)
 	}
 	r.Check(strings.Contains(out, "started\n") && strings.Contains(out, "echo:ping\n"), "read-since stdout %q, want started and echo:ping", out)
 	r.Check(strings.Contains(out, "nofile:200\n"), "read-since stdout %q: limits.max-open-files=200 not applied (persist-options lowered or lifted wrongly?)", out)

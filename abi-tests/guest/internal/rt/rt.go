@@ -31,9 +31,17 @@ func NewReport() *Report {
 // Call records that the WIT function name was called.
 func (r *Report) Call(name string) { r.Called[name] = true }
 
+// maxFailures bounds a report: past it, failures are only counted.
+const maxFailures = 40
+
 // Failf records a failed check.
 func (r *Report) Failf(format string, args ...any) {
-	r.Failures = append(r.Failures, fmt.Sprintf(format, args...))
+	switch n := len(r.Failures); {
+	case n < maxFailures:
+		r.Failures = append(r.Failures, fmt.Sprintf(format, args...))
+	case n == maxFailures:
+		r.Failures = append(r.Failures, "(more failures not recorded)")
+	}
 }
 
 // Check records a failed check when ok is false.

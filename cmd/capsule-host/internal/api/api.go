@@ -17,11 +17,7 @@
 // Every error is an ErrorResponse with a stable Code.
 package api
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-)
+import "encoding/json"
 
 // Health is the answer of GET /v1/health.
 type Health struct {
@@ -82,8 +78,10 @@ type Exit struct {
 
 // Process is the operator view of one persistent process.
 type Process struct {
-	ID            string  `json:"id"`
-	IDHash        string  `json:"id_hash"`
+	ID string `json:"id"`
+	// LogID is the short hash the daemon's log uses for this process
+	// (attribute "proc"); logs never carry the ID itself.
+	LogID         string  `json:"log_id"`
 	Capsule       string  `json:"capsule"`
 	Principal     string  `json:"principal"`
 	Label         string  `json:"label,omitempty"`
@@ -151,13 +149,4 @@ type ErrorBody struct {
 // ErrorResponse is the body of every non-2xx answer.
 type ErrorResponse struct {
 	Error ErrorBody `json:"error"`
-}
-
-// IDHash is the short hash that stands for a process ID in logs and
-// progress lines: the first 12 hex digits of SHA-256(ID). It identifies a
-// process for an operator who knows the ID without revealing the ID (the
-// ID is a capability; logs are read by more people than hold it).
-func IDHash(id string) string {
-	s := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(s[:6])
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/bwrap"
 	"github.com/capsule-host/capsule-host/sandbox/local"
 	"github.com/capsule-host/capsule-host/sandbox/oci"
 )
@@ -28,7 +29,7 @@ func buildBackends(ctx context.Context, cfg *config.Config, lg *slog.Logger) (ma
 		case "local":
 			b, err = local.New(local.Options{})
 		case "bwrap":
-			b, err = newBwrap(ctx, cfg)
+			b, err = newBwrap(cfg)
 		case "oci":
 			b, err = newOCI(cfg)
 		default:
@@ -43,8 +44,8 @@ func buildBackends(ctx context.Context, cfg *config.Config, lg *slog.Logger) (ma
 	return out, nil
 }
 
-func newBwrap(ctx context.Context, cfg *config.Config) (sandbox.Backend, error) {
-	return nil, fmt.Errorf("%w: the bwrap backend is not wired into this build yet", sandbox.ErrUnavailable)
+func newBwrap(cfg *config.Config) (sandbox.Backend, error) {
+	return bwrap.New(bwrap.Options{Path: cfg.Backends.Bwrap.Path, StateDir: cfg.StateDir, Mask: cfg.Backends.Bwrap.Mask})
 }
 
 // newOCI passes the config's runtimes and launch profiles through to the

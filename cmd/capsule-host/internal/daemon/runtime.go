@@ -201,7 +201,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 			continue
 		}
 		n++
-		rt.Log.Info("stopping persistent process for shutdown", "capsule", in.Capsule, "principal", in.Principal, "process", api.IDHash(in.ID), "label", in.Label)
+		rt.Log.Info("stopping persistent process for shutdown", "capsule", in.Capsule, "principal", in.Principal, "proc", rt.Registry.LogID(in.ID), "label", in.Label)
 	}
 	rt.Log.Info("stopping persistent processes: they do not survive a daemon restart", "running", n, "retained", len(live))
 	var errs []error

@@ -288,7 +288,7 @@ func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
 	infos := s.rt.Registry.OperatorList(f)
 	out := api.ProcessList{Processes: make([]api.Process, 0, len(infos))}
 	for _, in := range infos {
-		out.Processes = append(out.Processes, ProcessView(in))
+		out.Processes = append(out.Processes, s.rt.ProcessView(in))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -299,7 +299,7 @@ func (s *Server) process(w http.ResponseWriter, r *http.Request) {
 		writeRegErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ProcessView(info))
+	writeJSON(w, http.StatusOK, s.rt.ProcessView(info))
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
@@ -425,7 +425,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		writeRegErr(w, err)
 		return
 	}
-	lg := s.log.With("capsule", info.Capsule, "principal", info.Principal, "process", api.IDHash(id))
+	lg := s.log.With("capsule", info.Capsule, "principal", info.Principal, "proc", s.rt.Registry.LogID(id))
 	lg.Info("stopping process", "by", s.by(r), "grace", graceText(grace))
 	ex, err := s.rt.Registry.OperatorStop(r.Context(), id, grace)
 	if err != nil {
@@ -491,9 +491,9 @@ var phaseNames = [...]string{registry.PhaseStarting: "starting", registry.PhaseR
 var reasonNames = [...]string{registry.ReasonSelfExit: "self-exit", registry.ReasonStopped: "stopped", registry.ReasonKilled: "killed", registry.ReasonLifetime: "lifetime", registry.ReasonIdle: "idle", registry.ReasonEvicted: "evicted", registry.ReasonRemoved: "removed"}
 
 // ProcessView converts a registry Info to the wire form.
-func ProcessView(in registry.Info) api.Process {
+func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 	p := api.Process{
-		ID: in.ID, IDHash: api.IDHash(in.ID), Capsule: in.Capsule, Principal: in.Principal,
+		ID: in.ID, LogID: rt.Registry.LogID(in.ID), Capsule: in.Capsule, Principal: in.Principal,
 		Label: in.Label, Command: in.Command, PID: in.OSPid,
 		AgeMS: in.Age.Milliseconds(), IdleMS: in.Idle.Milliseconds(),
 		BufferedBytes: in.BufferedBytes, BytesDropped: in.BytesDropped, StdinOpen: in.StdinOpen,

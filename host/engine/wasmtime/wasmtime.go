@@ -1,0 +1,701 @@
+//go:build wasmtime
+
+// Package wasmtime implements the host's engine seam on wasmtime-go v25
+// (cgo, prebuilt static libwasmtime). It is compiled only with the build
+// tag "wasmtime", so a CGO_ENABLED=0 build never sees it.
+//
+// Behaviour matches host/engine/wazero exactly: same trap reasons, same
+// error classes, same WASI surface. Why these choices (docs/rfc/engines.md):
+//   - host functions use Linker.FuncNew with an explicit FuncType (the
+//     reflective FuncWrap costs ~3× more per crossing); the calling
+//     instance is found from the Caller's store context in a map, and its
+//     memory and cabi_realloc handles are cached per instance, never
+//     looked up with Caller.GetExport on the hot path;
+//   - deadlines and cancellation use epoch interruption: one ticker per
+//     engine bumps the epoch while any call runs, and a per-store epoch
+//     callback checks that call's ctx on each tick (epoch.go);
+//   - memory limits use the store limiter; fuel is off (it slows every
+//     host call and the wall-clock deadline already bounds CPU);
+//   - WASI preview1 is wasmtime's own (no preopens, empty args and env),
+//     except fd_write, which this package implements so stdout/stderr go
+//     synchronously, in order, to the InstanceConfig writers with no
+//     files or pipes (wasmtime-go only takes file paths).
+package wasmtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"runtime/cgo"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/bytecodealliance/wasmtime-go/v25"
+
+	"github.com/capsule-host/capsule-host/host/engine"
+)
+
+// Name is the engine's name in host configuration.
+const Name = "wasmtime"
+
+const wasiModule = "wasi_snapshot_preview1"
+
+// epochTick is the interrupt granularity: a cancelled or expired call
+// stops within about one tick. Each tick costs one C→Go callback per
+// running call, so 5 ms is well below 0.1% overhead.
+const epochTick = 5 * time.Millisecond
+
+type eng struct {
+	we     *wasmtime.Engine
+	linker *wasmtime.Linker
+	cache  *moduleCache
+	limit  uint32 // pages; 0: none
+
+	// stores maps a store's context pointer to its instance, so a host
+	// function finds its instance (ctx, cached memory) from the Caller.
+	stores sync.Map // unsafe.Pointer → *instance
+
+	active atomic.Int64 // calls in flight; the ticker runs while > 0
+	wake   chan struct{}
+	done   chan struct{}
+	closed sync.Once
+}
+
+// New creates a wasmtime engine with the host functions and WASI linked in.
+func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) (engine.Engine, error) {
+	if !storeLayoutOK {
+		return nil, errors.New("wasmtime: this wasmtime-go version's Store layout is not the one this package was written for (v25)")
+	}
+	if cfg.MemoryLimitPages > 65536 {
+		return nil, fmt.Errorf("wasmtime: memory limit %d pages exceeds the wasm32 maximum 65536", cfg.MemoryLimitPages)
+	}
+	wc := wasmtime.NewConfig()
+	wc.SetEpochInterruption(true)
+	wc.SetConsumeFuel(false)
+	wc.SetWasmThreads(false) // wazero does not run shared-memory guests either
+	e := &eng{
+		we:    wasmtime.NewEngineWithConfig(wc),
+		limit: cfg.MemoryLimitPages,
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	if cfg.CacheDir != "" {
+		e.cache = &moduleCache{dir: cfg.CacheDir, config: configDigest()}
+	}
+	e.linker = wasmtime.NewLinker(e.we)
+	if err := e.link(funcs); err != nil {
+		e.linker.Close()
+		e.we.Close()
+		return nil, err
+	}
+	go e.ticker()
+	return e, nil
+}
+
+func (e *eng) link(funcs []engine.HostFunc) error {
+	seen := map[[2]string]bool{}
+	for _, f := range funcs {
+		if f.Module == "" || f.Name == "" || f.Fn == nil {
+			return fmt.Errorf("wasmtime: host function %q %q: module, name and Fn are required", f.Module, f.Name)
+		}
+		if f.Module == wasiModule {
+			return fmt.Errorf("wasmtime: host function %q %q: module %s is provided by the engine", f.Module, f.Name, wasiModule)
+		}
+		k := [2]string{f.Module, f.Name}
+		if seen[k] {
+			return fmt.Errorf("wasmtime: host function %q %q registered twice", f.Module, f.Name)
+		}
+		seen[k] = true
+		ty, err := funcType(f.Params, f.Results)
+		if err != nil {
+			return fmt.Errorf("wasmtime: host function %q %q: %w", f.Module, f.Name, err)
+		}
+		if err := e.linker.FuncNew(f.Module, f.Name, ty, e.hostFunc(f)); err != nil {
+			return fmt.Errorf("wasmtime: host function %q %q: %w", f.Module, f.Name, err)
+		}
+	}
+	if err := e.linker.DefineWasi(); err != nil {
+		return fmt.Errorf("wasmtime: WASI preview1: %w", err)
+	}
+	// fd_write replaces wasmtime's: output goes to the instance's writers.
+	e.linker.AllowShadowing(true)
+	ty, _ := funcType([]engine.ValueType{engine.I32, engine.I32, engine.I32, engine.I32}, []engine.ValueType{engine.I32})
+	if err := e.linker.FuncNew(wasiModule, "fd_write", ty, e.hostFunc(engine.HostFunc{
+		Module: wasiModule, Name: "fd_write",
+		Params: []engine.ValueType{engine.I32, engine.I32, engine.I32, engine.I32}, Results: []engine.ValueType{engine.I32},
+		Fn: fdWrite,
+	})); err != nil {
+		return fmt.Errorf("wasmtime: WASI fd_write: %w", err)
+	}
+	e.linker.AllowShadowing(false)
+	return nil
+}
+
+func valType(v engine.ValueType) (*wasmtime.ValType, error) {
+	switch v {
+	case engine.I32:
+		return wasmtime.NewValType(wasmtime.KindI32), nil
+	case engine.I64:
+		return wasmtime.NewValType(wasmtime.KindI64), nil
+	case engine.F32:
+		return wasmtime.NewValType(wasmtime.KindF32), nil
+	case engine.F64:
+		return wasmtime.NewValType(wasmtime.KindF64), nil
+	}
+	return nil, fmt.Errorf("unsupported value type %v", v)
+}
+
+func funcType(params, results []engine.ValueType) (*wasmtime.FuncType, error) {
+	ps := make([]*wasmtime.ValType, len(params))
+	rs := make([]*wasmtime.ValType, len(results))
+	var err error
+	for i, v := range params {
+		if ps[i], err = valType(v); err != nil {
+			return nil, err
+		}
+	}
+	for i, v := range results {
+		if rs[i], err = valType(v); err != nil {
+			return nil, err
+		}
+	}
+	return wasmtime.NewFuncType(ps, rs), nil
+}
+
+func fromKinds(vs []*wasmtime.ValType) []engine.ValueType {
+	out := make([]engine.ValueType, len(vs))
+	for i, v := range vs {
+		switch v.Kind() {
+		case wasmtime.KindI32:
+			out[i] = engine.I32
+		case wasmtime.KindI64:
+			out[i] = engine.I64
+		case wasmtime.KindF32:
+			out[i] = engine.F32
+		case wasmtime.KindF64:
+			out[i] = engine.F64
+		default:
+			out[i] = engine.ValueType(0) // reference types: rendered "valtype(0x0)"
+		}
+	}
+	return out
+}
+
+func toU64(v wasmtime.Val) uint64 {
+	switch v.Kind() {
+	case wasmtime.KindI32:
+		return uint64(uint32(v.I32()))
+	case wasmtime.KindI64:
+		return uint64(v.I64())
+	case wasmtime.KindF32:
+		return uint64(math.Float32bits(v.F32()))
+	case wasmtime.KindF64:
+		return math.Float64bits(v.F64())
+	}
+	return 0
+}
+
+func fromU64(t engine.ValueType, x uint64) wasmtime.Val {
+	switch t {
+	case engine.I64:
+		return wasmtime.ValI64(int64(x))
+	case engine.F32:
+		return wasmtime.ValF32(math.Float32frombits(uint32(x)))
+	case engine.F64:
+		return wasmtime.ValF64(math.Float64frombits(x))
+	}
+	return wasmtime.ValI32(int32(uint32(x)))
+}
+
+// hostFunc adapts an engine.HostFunc body to a FuncNew callback. A panic
+// never crosses into wasmtime-go (which would re-panic it in the caller's
+// goroutine): it is recovered here, kept on the instance, and the guest
+// is unwound with a wasmtime trap; Call then returns the original *Trap.
+func (e *eng) hostFunc(f engine.HostFunc) func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+	n := max(len(f.Params), len(f.Results))
+	results := f.Results
+	return func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+		v, ok := e.stores.Load(unsafe.Pointer(c.Context()))
+		if !ok {
+			return nil, wasmtime.NewTrap("host function called from an unknown store")
+		}
+		in := v.(*instance)
+		stack := make([]uint64, n)
+		for i, a := range args {
+			stack[i] = toU64(a)
+		}
+		prev := in.cur
+		in.cur = c
+		t := in.runHost(f.Fn, stack)
+		in.cur = prev
+		if t != nil {
+			if in.hostTrap == nil {
+				in.hostTrap = t
+			}
+			return nil, wasmtime.NewTrap(t.Reason)
+		}
+		// wazero closes the module the moment the call's ctx ends, so a
+		// guest never runs on after a host function that returned because
+		// of it (e.g. a wait cut short by the deadline). Match that here
+		// rather than waiting for the next epoch tick.
+		if in.ctx != nil && in.ctx.Err() != nil {
+			in.interrupted = true
+			return nil, wasmtime.NewTrap("capsule-host: call interrupted")
+		}
+		out := make([]wasmtime.Val, len(results))
+		for i, r := range results {
+			out[i] = fromU64(r, stack[i])
+		}
+		return out, nil
+	}
+}
+
+// runHost runs fn, turning a panic into the *engine.Trap wazero would
+// report for it.
+func (in *instance) runHost(fn func(context.Context, engine.Caller, []uint64), stack []uint64) (trap *engine.Trap) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		switch v := r.(type) {
+		case *engine.Trap:
+			trap = v
+		case runtime.Error:
+			trap = &engine.Trap{Reason: "host function panicked: " + v.Error()}
+		case error:
+			trap = &engine.Trap{Reason: firstLine(v.Error())}
+		default:
+			trap = &engine.Trap{Reason: firstLine(fmt.Sprint(v))}
+		}
+	}()
+	ctx := in.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	fn(ctx, in, stack)
+	return nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// ticker bumps the engine epoch every epochTick while any call runs, and
+// sleeps otherwise: an idle host has no timer wakeups.
+func (e *eng) ticker() {
+	for {
+		select {
+		case <-e.done:
+			return
+		case <-e.wake:
+		}
+		t := time.NewTicker(epochTick)
+		for e.active.Load() > 0 {
+			select {
+			case <-e.done:
+				t.Stop()
+				return
+			case <-t.C:
+				e.we.IncrementEpoch()
+			}
+		}
+		t.Stop()
+	}
+}
+
+func (e *eng) enter() {
+	if e.active.Add(1) == 1 {
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (e *eng) exit() { e.active.Add(-1) }
+
+func (e *eng) Name() string { return Name }
+
+func (e *eng) Compile(ctx context.Context, wasm []byte) (engine.Module, error) {
+	wm, err := e.compileCached(wasm)
+	if err != nil {
+		return nil, fmt.Errorf("wasmtime: compile: %s", firstLine(err.Error()))
+	}
+	m := &module{e: e, m: wm}
+	if e.limit > 0 {
+		mins, err := definedMemoryMinimums(wasm)
+		if err != nil {
+			wm.Close()
+			return nil, fmt.Errorf("wasmtime: compile: %w", err)
+		}
+		for _, mn := range mins {
+			if mn > uint64(e.limit) {
+				wm.Close()
+				return nil, fmt.Errorf("wasmtime: compile: memory min %d pages exceeds the limit of %d pages", mn, e.limit)
+			}
+		}
+	}
+	for _, it := range wm.Imports() {
+		et := it.Type()
+		if mt := et.MemoryType(); mt != nil {
+			if err := e.checkMemory(mt); err != nil {
+				wm.Close()
+				return nil, err
+			}
+		}
+		ft := et.FuncType()
+		if ft == nil {
+			continue
+		}
+		name := ""
+		if n := it.Name(); n != nil {
+			name = *n
+		}
+		m.imports = append(m.imports, engine.FuncDef{Module: it.Module(), Name: name, Params: fromKinds(ft.Params()), Results: fromKinds(ft.Results())})
+	}
+	for _, ex := range wm.Exports() {
+		et := ex.Type()
+		if mt := et.MemoryType(); mt != nil {
+			if err := e.checkMemory(mt); err != nil {
+				wm.Close()
+				return nil, err
+			}
+		}
+		ft := et.FuncType()
+		if ft == nil {
+			continue
+		}
+		m.exports = append(m.exports, engine.FuncDef{Name: ex.Name(), Params: fromKinds(ft.Params()), Results: fromKinds(ft.Results())})
+		if ex.Name() == "_initialize" {
+			m.hasInit = true
+		}
+	}
+	sort.Slice(m.exports, func(i, j int) bool { return m.exports[i].Name < m.exports[j].Name })
+	return m, nil
+}
+
+// checkMemory refuses at compile time a memory whose minimum already
+// exceeds the limit, as wazero does (the store limiter alone would only
+// refuse it at instantiation).
+func (e *eng) checkMemory(mt *wasmtime.MemoryType) error {
+	if e.limit == 0 {
+		return nil
+	}
+	if mn := mt.Minimum(); mn > uint64(e.limit) {
+		return fmt.Errorf("wasmtime: compile: memory min %d pages exceeds the limit of %d pages", mn, e.limit)
+	}
+	return nil
+}
+
+func (e *eng) Close(ctx context.Context) error {
+	e.closed.Do(func() {
+		close(e.done)
+		e.linker.Close()
+		// The engine is reference-counted inside wasmtime: live modules and
+		// stores keep it alive until they are closed.
+		e.we.Close()
+	})
+	return nil
+}
+
+type module struct {
+	e                *eng
+	m                *wasmtime.Module
+	imports, exports []engine.FuncDef
+	hasInit          bool
+}
+
+func (m *module) Imports() []engine.FuncDef { return m.imports }
+func (m *module) Exports() []engine.FuncDef { return m.exports }
+
+func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (engine.Instance, error) {
+	e := m.e
+	store := wasmtime.NewStore(e.we)
+	if e.limit > 0 {
+		store.Limiter(int64(e.limit)*65536, -1, -1, -1, -1)
+	}
+	// No args, no env, no preopens, no stdin; stdout/stderr are fdWrite's.
+	store.SetWasi(wasmtime.NewWasiConfig())
+	in := &instance{
+		e: e, name: cfg.Name, store: store,
+		stdout: cfg.Stdout, stderr: cfg.Stderr,
+		fns: map[string]*export{},
+	}
+	in.handle = cgo.NewHandle(in)
+	setEpochCallback(store, in.handle)
+	in.key = unsafe.Pointer(store.Context())
+	e.stores.Store(in.key, in)
+	in.cur = store
+
+	in.ctx = ctx
+	e.enter()
+	store.SetEpochDeadline(1)
+	inst, err := e.linker.Instantiate(store, m.m)
+	e.exit()
+	in.ctx = nil
+	if err != nil {
+		cerr := in.convertErr(ctx, err)
+		in.Close(ctx)
+		return nil, fmt.Errorf("wasmtime: instantiate %s: %w", cfg.Name, cerr)
+	}
+	in.inst = inst
+	if ex := inst.GetExport(store, "memory"); ex != nil {
+		in.mem = ex.Memory()
+	}
+	if m.hasInit {
+		if _, err := in.Call(ctx, "_initialize"); err != nil {
+			in.Close(ctx)
+			return nil, fmt.Errorf("wasmtime: %s: _initialize: %w", cfg.Name, err)
+		}
+	}
+	return in, nil
+}
+
+func (m *module) Close(ctx context.Context) error {
+	m.m.Close()
+	return nil
+}
+
+type export struct {
+	fn     *wasmtime.Func
+	params []engine.ValueType
+}
+
+// instance is one store with one guest instance; it is also the
+// engine.Caller its host functions see. cur is the Storelike to use right
+// now: the Caller while a host function runs (wasmtime forbids touching
+// the store through another path then), the Store otherwise.
+type instance struct {
+	e      *eng
+	name   string
+	store  *wasmtime.Store
+	inst   *wasmtime.Instance
+	mem    *wasmtime.Memory
+	fns    map[string]*export
+	handle cgo.Handle
+	key    unsafe.Pointer
+
+	stdout, stderr interface{ Write([]byte) (int, error) }
+
+	// Per call (instances are never used concurrently).
+	ctx         context.Context
+	cur         wasmtime.Storelike
+	hostTrap    *engine.Trap
+	interrupted bool
+
+	realloc   *wasmtime.Func
+	closed    bool
+	closeOnce sync.Once
+}
+
+func (in *instance) Memory() engine.Memory { return memory{in} }
+
+func (in *instance) Realloc(ctx context.Context, oldPtr, oldSize, align, newSize uint32) (uint32, error) {
+	if in.realloc == nil {
+		in.realloc = in.inst.GetFunc(in.cur, "cabi_realloc")
+		if in.realloc == nil {
+			return 0, &engine.Trap{Reason: "guest does not export cabi_realloc"}
+		}
+	}
+	r, err := in.realloc.Call(in.cur, int32(oldPtr), int32(oldSize), int32(align), int32(newSize))
+	if err != nil {
+		return 0, in.convertErr(ctx, err)
+	}
+	p, ok := r.(int32)
+	if !ok {
+		return 0, &engine.Trap{Reason: "cabi_realloc has the wrong signature"}
+	}
+	return uint32(p), nil
+}
+
+func (in *instance) Call(ctx context.Context, name string, params ...uint64) ([]uint64, error) {
+	if in.closed {
+		return nil, &engine.Trap{Reason: "instance is closed"}
+	}
+	ex, ok := in.fns[name]
+	if !ok {
+		fn := in.inst.GetFunc(in.store, name)
+		if fn == nil {
+			return nil, fmt.Errorf("wasmtime: %s: no exported function %q", in.name, name)
+		}
+		ex = &export{fn: fn, params: fromKinds(fn.Type(in.store).Params())}
+		in.fns[name] = ex
+	}
+	if err := ctx.Err(); err != nil {
+		// wazero closes a module whose call ctx is already done.
+		in.closed = true
+		return nil, fmt.Errorf("%w: %w", engine.ErrInterrupted, err)
+	}
+	args := make([]any, len(params))
+	for i, p := range params {
+		t := engine.I32
+		if i < len(ex.params) {
+			t = ex.params[i]
+		}
+		switch t {
+		case engine.I64:
+			args[i] = int64(p)
+		case engine.F32:
+			args[i] = math.Float32frombits(uint32(p))
+		case engine.F64:
+			args[i] = math.Float64frombits(p)
+		default:
+			args[i] = int32(uint32(p))
+		}
+	}
+	in.ctx, in.cur, in.hostTrap, in.interrupted = ctx, in.store, nil, false
+	in.e.enter()
+	in.store.SetEpochDeadline(1)
+	r, err := ex.fn.Call(in.store, args...)
+	in.e.exit()
+	in.ctx = nil
+	if err != nil {
+		return nil, in.convertErr(ctx, err)
+	}
+	switch v := r.(type) {
+	case nil:
+		return nil, nil
+	case []wasmtime.Val:
+		out := make([]uint64, len(v))
+		for i, x := range v {
+			out[i] = toU64(x)
+		}
+		return out, nil
+	case int32:
+		return []uint64{uint64(uint32(v))}, nil
+	case int64:
+		return []uint64{uint64(v)}, nil
+	case float32:
+		return []uint64{uint64(math.Float32bits(v))}, nil
+	case float64:
+		return []uint64{math.Float64bits(v)}, nil
+	}
+	return nil, &engine.Trap{Reason: fmt.Sprintf("unsupported result type %T", r)}
+}
+
+// trapReasons are wazero's wording for each wasmtime trap code, so the
+// operator sees the same reason whichever engine runs.
+var trapReasons = map[wasmtime.TrapCode]string{
+	wasmtime.StackOverflow:          "stack overflow",
+	wasmtime.MemoryOutOfBounds:      "out of bounds memory access",
+	wasmtime.HeapMisaligned:         "unaligned atomic",
+	wasmtime.TableOutOfBounds:       "invalid table access",
+	wasmtime.IndirectCallToNull:     "invalid table access",
+	wasmtime.BadSignature:           "indirect call type mismatch",
+	wasmtime.IntegerOverflow:        "integer overflow",
+	wasmtime.IntegerDivisionByZero:  "integer divide by zero",
+	wasmtime.BadConversionToInteger: "invalid conversion to integer",
+	wasmtime.UnreachableCodeReached: "unreachable",
+}
+
+// convertErr maps a wasmtime call error onto the seam's classes: the
+// host's own *Trap (from a host function), ErrInterrupted for a ctx that
+// ended, and a *Trap with wazero's reason for everything else.
+func (in *instance) convertErr(ctx context.Context, err error) error {
+	if t := in.hostTrap; t != nil {
+		in.hostTrap = nil
+		return t
+	}
+	if in.interrupted {
+		in.interrupted = false
+		in.closed = true // as wazero: a module interrupted by its ctx is closed
+		cerr := ctx.Err()
+		if cerr == nil {
+			cerr = context.Canceled
+		}
+		return fmt.Errorf("%w: %w", engine.ErrInterrupted, cerr)
+	}
+	var t *engine.Trap
+	if errors.As(err, &t) {
+		return t
+	}
+	var wt *wasmtime.Trap
+	if errors.As(err, &wt) {
+		if c := wt.Code(); c != nil {
+			if *c == wasmtime.Interrupt {
+				in.closed = true
+				return fmt.Errorf("%w: %w", engine.ErrInterrupted, context.DeadlineExceeded)
+			}
+			if r, ok := trapReasons[*c]; ok {
+				return &engine.Trap{Reason: r}
+			}
+		}
+		return &engine.Trap{Reason: trimTrap(wt.Message())}
+	}
+	var we *wasmtime.Error
+	if errors.As(err, &we) {
+		if code, ok := we.ExitStatus(); ok {
+			in.closed = true // as wazero: proc_exit closes the module
+			return &engine.Trap{Reason: fmt.Sprintf("guest exited with code %d", uint32(code))}
+		}
+	}
+	return &engine.Trap{Reason: trimTrap(err.Error())}
+}
+
+func trimTrap(msg string) string {
+	msg = firstLine(msg)
+	msg = strings.TrimPrefix(msg, "wasm trap: ")
+	return msg
+}
+
+func (in *instance) Close(ctx context.Context) error {
+	in.closeOnce.Do(func() {
+		in.closed = true
+		in.e.stores.Delete(in.key)
+		in.store.Close()
+		in.handle.Delete()
+	})
+	return nil
+}
+
+// memory reads through the cached *Memory of the instance, with whatever
+// Storelike is current; copies in and out so no slice of guest memory
+// outlives a call.
+type memory struct{ in *instance }
+
+func (m memory) data() []byte {
+	if m.in.mem == nil || m.in.closed {
+		return nil
+	}
+	return m.in.mem.UnsafeData(m.in.cur)
+}
+
+func (m memory) Read(off, n uint32) ([]byte, bool) {
+	if m.in.mem == nil {
+		return nil, n == 0
+	}
+	d := m.data()
+	if uint64(off)+uint64(n) > uint64(len(d)) {
+		return nil, false
+	}
+	return append([]byte(nil), d[off:off+n]...), true
+}
+
+func (m memory) Write(off uint32, b []byte) bool {
+	if m.in.mem == nil {
+		return len(b) == 0
+	}
+	d := m.data()
+	if uint64(off)+uint64(len(b)) > uint64(len(d)) {
+		return false
+	}
+	copy(d[off:], b)
+	return true
+}
+
+func (m memory) Size() uint32 {
+	if m.in.mem == nil || m.in.closed {
+		return 0
+	}
+	return uint32(m.in.mem.DataSize(m.in.cur))
+}

@@ -1,0 +1,79 @@
+package oci
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+)
+
+// BenchmarkStartToExit compares, in one run, the backend's start-to-exit
+// time for /bin/true (Start + Wait + Cleanup: bundle, monitor, create,
+// start, init, exit record, delete) with `runc run` on a bundle prepared
+// once from the same profile (runc run also creates, starts, waits and
+// deletes). Goal: oci/runc-run <= 1.15.
+//
+//	go test ./sandbox/oci -run '^$' -bench StartToExit -benchtime 50x -count 3
+func BenchmarkStartToExit(b *testing.B) {
+	e := newEnv(b, nil)
+	ctx := context.Background()
+	spec := e.spec("/bin/true")
+	run := func(b *testing.B, be *Backend, timeCleanup bool) {
+		for i := 0; i < b.N; i++ {
+			h, err := be.Start(ctx, spec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ex, err := h.Wait(ctx); err != nil || ex.Code != 0 {
+				b.Fatalf("%+v %v", ex, err)
+			}
+			if !timeCleanup {
+				b.StopTimer()
+			}
+			if err := be.Cleanup(ctx, h.Ref()); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+	}
+	// Start-to-exit: Start until Wait returns (the runtime's delete runs
+	// in the monitor meanwhile, untimed here, timed in +cleanup).
+	b.Run("oci", func(b *testing.B) { run(b, e.b, false) })
+	b.Run("oci+cleanup", func(b *testing.B) { run(b, e.b, true) })
+	b.Run("oci-no-init", func(b *testing.B) {
+		opts := e.opts
+		opts.Init, opts.NoInit = "", true
+		nb, err := New(opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		run(b, nb, false)
+	})
+	b.Run("runc-run", func(b *testing.B) {
+		prof := e.opts.Profiles["default"]
+		lim, _ := prof.Tighten(spec.Limits)
+		bundle := filepath.Join(e.opts.Root, "bench-bundle")
+		os.MkdirAll(bundle, 0o700)
+		cfg, err := buildSpec(specInput{profile: prof, proc: spec, limits: lim, cgroup: "capsule-oci/bench", swap: e.b.swap})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := writeJSONAtomic(filepath.Join(bundle, "config.json"), cfg); err != nil {
+			b.Fatal(err)
+		}
+		root := filepath.Join(e.opts.Root, "bench-runc")
+		runc, _ := exec.LookPath("runc")
+		for i := 0; i < b.N; i++ {
+			cmd := exec.Command(runc, "--root", root, "run", "--bundle", bundle, fmt.Sprintf("bench-%d", i))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				b.Fatalf("runc run: %v: %s", err, out)
+			}
+		}
+	})
+}
+
+var _ = sandbox.Exit{}

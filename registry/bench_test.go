@@ -126,3 +126,54 @@ func BenchmarkReadFromRaw64K(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadSinceVsRaw interleaves one registry read-since and one raw
+// seam ReadFrom per iteration (64 KiB each, same 8 MiB content), so both
+// see the same machine noise; it reports each side's MB/s and their ratio.
+func BenchmarkReadSinceVsRaw(b *testing.B) {
+	e := newEnv(b, nil)
+	ctx := as("cap", "alice")
+	id, err := e.r.SpawnPersistent(ctx, e.sh("head -c 8388608 /dev/zero"), PersistOptions{LogRingBytes: ptr(uint32(benchLog))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := e.r.Wait(ctx, id, 20*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	l, err := sandbox.NewOutputLog(sandbox.OutputLogConfig{RingBytes: benchLog, Overflow: sandbox.DropOldest})
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for range benchLog / len(chunk) {
+		l.Write(chunk)
+	}
+	l.CloseWrite()
+	var reg, raw time.Duration
+	var cur *string
+	var off int64
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		c, err := e.r.ReadSince(ctx, id, Stdout, cur, 64<<10)
+		t1 := time.Now()
+		rc, rerr := l.ReadFrom(off, 64<<10)
+		t2 := time.Now()
+		if err != nil || rerr != nil {
+			b.Fatal(err, rerr)
+		}
+		reg += t1.Sub(t0)
+		raw += t2.Sub(t1)
+		cur, off = &c.Next, rc.Next
+		if c.EOF {
+			cur = nil
+		}
+		if rc.EOF {
+			off = 0
+		}
+	}
+	mb := float64(b.N) * 64 * 1024 / 1e6
+	b.ReportMetric(mb/reg.Seconds(), "readsince-MB/s")
+	b.ReportMetric(mb/raw.Seconds(), "raw-MB/s")
+	b.ReportMetric(raw.Seconds()/reg.Seconds(), "ratio")
+}

@@ -56,8 +56,8 @@ func (h *Handle) ReadLogs(ctx context.Context) (Logs, error) {
 	return h.r.readLogs(h.p)
 }
 
-// WriteStdin: see Registry.WriteStdin. An ephemeral process's stdin is
-// never kept open (the contract closes it after the prelude): ErrClosed.
+// WriteStdin: see Registry.WriteStdin. A spawn-background process's stdin
+// stays open after the prelude until CloseStdin or Drop.
 func (h *Handle) WriteStdin(ctx context.Context, data []byte) (int, error) {
 	if err := h.check(ctx); err != nil {
 		return 0, err

@@ -284,7 +284,7 @@ func (r *Registry) writeStdin(ctx context.Context, p *proc, data []byte) (int, e
 	}
 	st := p.h.Stdin()
 	if st == nil || !p.keepStdin {
-		return 0, fmt.Errorf("%w: stdin is not open: the process was not spawned with keep-stdin-open", ErrClosed)
+		return 0, fmt.Errorf("%w: stdin is not open: the process was not started with keep-stdin-open or by spawn-background", ErrClosed)
 	}
 	if st.IsClosed() {
 		return 0, fmt.Errorf("%w: stdin is closed", ErrClosed)

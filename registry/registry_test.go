@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -321,5 +322,68 @@ func TestLimits(t *testing.T) {
 	}
 	if n := e.strays(); n != 0 {
 		t.Fatalf("%d stray", n)
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Raw IDs never reach the log; every line about a process names its
+// capsule, principal and short hash.
+func TestLogsCarryOwnerNeverID(t *testing.T) {
+	var buf syncBuffer
+	e := newEnv(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	ctx := as("cap", "alice")
+	var ids []string
+	for range 3 {
+		ids = append(ids, e.spawn(ctx, "cat", PersistOptions{KeepStdinOpen: true}))
+	}
+	e.r.WriteStdin(ctx, ids[0], []byte("x\n"))
+	e.r.Stop(ctx, ids[0], nil)
+	e.r.Release(ctx, ids[0])
+	e.r.Signal(ctx, ids[1], SigKill)
+	e.r.EvictPrincipal(context.Background(), "alice")
+	e.r.Spawn(ctx, SpawnRequest{Cmd: "/bin/ls"})
+	if _, err := e.r.Spawn(ctx, e.sh("true")); err != nil {
+		t.Fatal(err)
+	}
+	e.r.Shutdown(context.Background())
+	out := buf.String()
+	for _, id := range ids {
+		if strings.Contains(out, id) || strings.Contains(out, id[:16]) {
+			t.Fatalf("raw ID in the log:\n%s", out)
+		}
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, "proc=") {
+			n++
+			if !strings.Contains(line, "capsule=cap") || !strings.Contains(line, "principal=alice") {
+				t.Errorf("process line without its owner: %s", line)
+			}
+		}
+	}
+	if n < 8 {
+		t.Fatalf("only %d process log lines:\n%s", n, out)
+	}
+	if !strings.Contains(out, "registry shut down") {
+		t.Fatal("shutdown not logged")
 	}
 }

@@ -48,7 +48,10 @@ type prepared struct {
 // prepare validates a request against the capsule's policy and builds the
 // full ProcessSpec. Nothing starts here; the only side effect is the
 // principal's workspace directory.
-func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions) (*prepared, error) {
+// openStdin keeps stdin open after the prelude: spawn-background handles
+// offer write-stdin and close-stdin, so their stdin must stay writable
+// until closed or the handle is dropped.
+func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, openStdin bool) (*prepared, error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -116,6 +119,9 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions) (
 	stdin := sandbox.StdinSpec{Mode: sandbox.StdinClosed}
 	if req.HasStdin || req.Stdin != nil {
 		stdin = sandbox.StdinSpec{Mode: sandbox.StdinBytes, Data: req.Stdin}
+	}
+	if openStdin {
+		stdin = sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: req.Stdin}
 	}
 	out := sandbox.OutputSpec{
 		RingBytes:  r.cfg.Defaults.LogRingBytes,
@@ -285,8 +291,8 @@ func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
 	}
 	d := r.cfg.Defaults
 	p.maxLifetime, p.idle, p.retention = d.MaxLifetime, d.IdleTimeout, d.ExitRetention
+	p.keepStdin = pr.spec.Stdin.Mode == sandbox.StdinOpen
 	if po := pr.persist; po != nil {
-		p.keepStdin = po.KeepStdinOpen
 		if po.MaxLifetime != nil {
 			p.maxLifetime = min(*po.MaxLifetime, d.MaxLifetime)
 		}
@@ -463,7 +469,7 @@ func (r *Registry) Spawn(ctx context.Context, req SpawnRequest) (Result, error) 
 		}
 		timeout = min(timeout, *req.Timeout)
 	}
-	pr, err := r.prepare(o, req, nil)
+	pr, err := r.prepare(o, req, nil, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -528,7 +534,7 @@ func (r *Registry) SpawnBackground(ctx context.Context, req SpawnRequest) (*Hand
 	if err != nil {
 		return nil, err
 	}
-	pr, err := r.prepare(o, req, nil)
+	pr, err := r.prepare(o, req, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -550,7 +556,7 @@ func (r *Registry) SpawnPersistent(ctx context.Context, req SpawnRequest, o Pers
 	if err != nil {
 		return "", err
 	}
-	pr, err := r.prepare(own, req, &o)
+	pr, err := r.prepare(own, req, &o, false)
 	if err != nil {
 		return "", err
 	}

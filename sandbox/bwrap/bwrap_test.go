@@ -299,3 +299,29 @@ func TestBadPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestGrandchildDiesWithCommand is the bwrap form of the conformance case
+// "grandchild holds stdout": the descendant does not linger until the
+// drain bound, it dies with the command (pid namespace), and Wait returns
+// the command's exit at once.
+func TestGrandchildDiesWithCommand(t *testing.T) {
+	e := newEnv(t)
+	marker := fmt.Sprintf("capsule-holder-%d-%d", os.Getpid(), time.Now().UnixNano())
+	spec := e.spec("")
+	spec.Argv = []string{bb, "sh", "-c", `( exec "$0" sh -c 'while :; do sleep 1; done' "$1" ) & echo early; exit 5`, bb, marker}
+	spec.Drain = 5 * time.Second
+	t0 := time.Now()
+	out, _, ex := run(t, e, spec)
+	if ex.Code != 5 || out != "early\n" {
+		t.Fatalf("exit %+v out %q", ex, out)
+	}
+	if d := time.Since(t0); d > 3*time.Second {
+		t.Fatalf("Wait took %v: the holder should die with the command", d)
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, en := range ents {
+		if b, err := os.ReadFile("/proc/" + en.Name() + "/cmdline"); err == nil && strings.Contains(string(b), marker) {
+			t.Fatalf("descendant %s survived the command", en.Name())
+		}
+	}
+}

@@ -24,5 +24,11 @@ func TestConformance(t *testing.T) {
 			sp.Isolation.Workspace = sp.Cwd
 		},
 		HostPIDs: true,
+		Skip: map[string]string{
+			backendtest.CaseGrandchildStdout: "bwrap ends the sandbox's pid namespace when the command exits " +
+				"(bwrap's init returns with its child; --die-with-parent), so every descendant dies at the " +
+				"root's exit and no output can arrive during the drain. TestGrandchildDiesWithCommand checks " +
+				"that Wait returns with the root's code and nothing survives.",
+		},
 	})
 }

@@ -312,3 +312,33 @@ func TestGracefulReachesGroup(t *testing.T) {
 		t.Fatalf("graceful: %+v %v", e, err)
 	}
 }
+
+// Pooled cgroups must never be reused after cgroup.kill: on this kernel a
+// child cloned into such a group is killed at birth.
+func TestPooledGroupAfterForceKill(t *testing.T) {
+	b := newBackend(t, local.Options{})
+	run := func(script string, force bool) sandbox.Exit {
+		h, err := b.Start(bg(t), baseSpec(t, script))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if force {
+			time.Sleep(20 * time.Millisecond)
+			h.Terminate(bg(t), sandbox.Force)
+		}
+		e, err := h.Wait(bg(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Cleanup(bg(t), h.Ref())
+		return e
+	}
+	for i := 0; i < 5; i++ {
+		if e := run("sleep 100", true); e.Signal != syscall.SIGKILL {
+			t.Fatalf("forced: %+v", e)
+		}
+		if e := run("exit 7", false); e.Code != 7 {
+			t.Fatalf("process after a forced terminate: %+v, want exit 7 (killed at birth by a reused group?)", e)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox"
 )
@@ -77,3 +78,53 @@ func BenchmarkStartToExit(b *testing.B) {
 }
 
 var _ = sandbox.Exit{}
+var _ = time.Second
+
+// BenchmarkStartToExitRatio interleaves the two measurements of
+// BenchmarkStartToExit in every iteration, so that the load of a shared
+// machine drifts equally on both, and reports their ratio.
+//
+//	go test ./sandbox/oci -run '^$' -bench StartToExitRatio -benchtime 50x -count 3
+func BenchmarkStartToExitRatio(b *testing.B) {
+	e := newEnv(b, nil)
+	ctx := context.Background()
+	spec := e.spec("/bin/true")
+	prof := e.opts.Profiles["default"]
+	lim, _ := prof.Tighten(spec.Limits)
+	bundle := filepath.Join(e.opts.Root, "bench-bundle")
+	os.MkdirAll(bundle, 0o700)
+	cfg, err := buildSpec(specInput{profile: prof, proc: spec, limits: lim, cgroup: "capsule-oci/bench", swap: e.b.swap})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := writeJSONAtomic(filepath.Join(bundle, "config.json"), cfg); err != nil {
+		b.Fatal(err)
+	}
+	root := filepath.Join(e.opts.Root, "bench-runc")
+	runc, _ := exec.LookPath("runc")
+	var ociT, runcT time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		h, err := e.b.Start(ctx, spec)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ex, err := h.Wait(ctx); err != nil || ex.Code != 0 {
+			b.Fatalf("%+v %v", ex, err)
+		}
+		ociT += time.Since(t0)
+		if err := e.b.Cleanup(ctx, h.Ref()); err != nil {
+			b.Fatal(err)
+		}
+		t0 = time.Now()
+		cmd := exec.Command(runc, "--root", root, "run", "--bundle", bundle, fmt.Sprintf("bench-%d", i))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("runc run: %v: %s", err, out)
+		}
+		runcT += time.Since(t0)
+	}
+	b.ReportMetric(float64(ociT.Microseconds())/float64(b.N)/1000, "oci-ms/op")
+	b.ReportMetric(float64(runcT.Microseconds())/float64(b.N)/1000, "runc-run-ms/op")
+	b.ReportMetric(float64(ociT)/float64(runcT), "ratio")
+}

@@ -62,10 +62,11 @@ type monitorConfig struct {
 // monitorStatus is a line the monitor writes to fd 3: first once the
 // container runs (or failed to), then once the exit is recorded.
 type monitorStatus struct {
-	PID   int    `json:"pid,omitempty"`
-	Error string `json:"error,omitempty"`
-	Errno int    `json:"errno,omitempty"`
-	Exit  bool   `json:"exit,omitempty"`
+	PID    int         `json:"pid,omitempty"`
+	Error  string      `json:"error,omitempty"`
+	Errno  int         `json:"errno,omitempty"`
+	Exit   bool        `json:"exit,omitempty"`
+	Record *exitRecord `json:"record,omitempty"`
 	// Settled: the container's last process is gone.
 	Settled bool `json:"settled,omitempty"`
 }
@@ -232,10 +233,13 @@ func runMonitor(cfgPath string) int {
 	case cfg.CPULimit > 0 && (rec.Signal == int(syscall.SIGXCPU) || (rec.Signal == int(syscall.SIGKILL) && time.Duration(rec.CPU) >= cfg.CPULimit)):
 		rec.KilledFor = "cpu"
 	}
-	if err := writeJSONAtomic(filepath.Join(cfg.StateDir, "exit.json"), rec); err != nil {
+	exitPath := filepath.Join(cfg.StateDir, "exit.json")
+	if err := writeJSONAtomic(exitPath, rec); err != nil {
 		return 3
 	}
-	_ = enc.Encode(monitorStatus{Exit: true})
+	// The host gets the record itself, then the disk catches up.
+	_ = enc.Encode(monitorStatus{Exit: true, Record: rec})
+	_ = syncPath(exitPath)
 	if !initExited {
 		// The root exited; descendants may still write during the drain.
 		select {
@@ -294,8 +298,11 @@ func runtimeLogTail(stateDir string) string {
 	return ": " + strings.Join(msgs, "; ")
 }
 
-// writeJSONAtomic writes v to path via temp file, fsync and rename, so a
+// writeJSONAtomic writes v to path via a temp file and rename, so a
 // reader sees the old file, the new file, or none: never half of one.
+// Durability (fsync of the file and its directory) is syncPath's job, and
+// only the records a restarted host needs (state.json, exit.json) get it:
+// on a busy disk each fsync costs milliseconds on the start path.
 func writeJSONAtomic(path string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -310,11 +317,6 @@ func writeJSONAtomic(path string, v any) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
 		return err
@@ -323,9 +325,23 @@ func writeJSONAtomic(path string, v any) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
+	return nil
+}
+
+// syncPath makes a renamed file durable: fsync of the file, then of its
+// directory (which holds the rename).
+func syncPath(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	f.Close()
+	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
+		if serr := d.Sync(); err == nil {
+			err = serr
+		}
 		d.Close()
 	}
-	return nil
+	return err
 }

@@ -408,6 +408,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 	// recorded". EOF on the second means the monitor is gone.
 	first := make(chan monitorStatus, 1)
 	exitLine := make(chan struct{})
+	var exitRec *exitRecord // set before exitLine closes
 	settledLine := make(chan struct{})
 	go func() {
 		defer close(settledLine)
@@ -435,6 +436,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 			var m monitorStatus
 			if len(line) > 0 && json.Unmarshal(line, &m) == nil {
 				if m.Exit && !exitClosed {
+					exitRec = m.Record
 					close(exitLine)
 					exitClosed = true
 				}
@@ -477,7 +479,12 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 		return nil, &sandbox.SpawnError{Argv0: spec.Argv[0], Cause: classify(startErr)}
 	}
 	c.st.InitPID = res.PID
-	_ = writeJSONAtomic(filepath.Join(sdir, "state.json"), c.st)
+	statePath := filepath.Join(sdir, "state.json")
+	if err := writeJSONAtomic(statePath, c.st); err == nil {
+		// Durable soon, off the start path: a crash within these
+		// milliseconds loses no more than a crash just before Start.
+		go syncPath(statePath)
+	}
 
 	switch spec.Stdin.Mode {
 	case sandbox.StdinBytes:
@@ -497,6 +504,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 	go c.settle(func() (*exitRecord, error) {
 		select {
 		case <-exitLine:
+			if exitRec != nil {
+				return exitRec, nil
+			}
 		case <-monExited:
 		}
 		return readExit(sdir)

@@ -3,8 +3,10 @@ package oci
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -220,4 +222,110 @@ func waitOutput(t *testing.T, l *sandbox.OutputLog, want string) {
 			t.Fatalf("output never contained %q: %q", want, c.Data)
 		}
 	}
+}
+
+// TestCrossProcessAttach attaches from another OS process (this test
+// binary re-run as a helper), which is not the container's parent, nor
+// its monitor's: the exit reaches it through the monitor's exit record.
+func TestCrossProcessAttach(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	h, err := e.b.Start(ctx, e.spec("/bin/sh", "-c", "sleep 1; exit 6"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Release()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAttach$", "-test.v")
+	cmd.Env = append(os.Environ(), "CAPSULE_OCI_HELPER_ROOT="+e.opts.Root, "CAPSULE_OCI_HELPER_ID="+h.Ref().ID)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "helper-exit code=6 signal=0") {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if err := e.b.Cleanup(ctx, h.Ref()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHelperAttach(t *testing.T) {
+	root, id := os.Getenv("CAPSULE_OCI_HELPER_ROOT"), os.Getenv("CAPSULE_OCI_HELPER_ID")
+	if root == "" {
+		t.Skip("helper process for TestCrossProcessAttach")
+	}
+	b, err := New(Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := sandbox.Ref{Backend: "oci", ID: id, Lifetime: sandbox.LifetimeBackend}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ins, err := b.Inspect(ctx, ref)
+	if err != nil || ins.Phase != sandbox.PhaseRunning {
+		t.Fatalf("inspect: %+v %v", ins, err)
+	}
+	h, err := b.Attach(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := h.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins, err = b.Inspect(ctx, ref)
+	if err != nil || ins.Phase != sandbox.PhaseExited || *ins.Exit != ex {
+		t.Fatalf("inspect after exit: %+v %v", ins, err)
+	}
+	fmt.Printf("helper-exit code=%d signal=%d\n", ex.Code, int(ex.Signal))
+}
+
+// TestNoInitPID1 documents the semantics without capsule-oci-init: the
+// process is its container's pid 1, so the kernel drops the signals it
+// has no handler for. A graceful stop of a plain sleep times out (force
+// still works); exit codes are unchanged.
+func TestNoInitPID1(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Init, o.NoInit = "", true })
+	_, ex := startWait(t, e, e.spec("/bin/sh", "-c", "exit 9"))
+	if ex.Code != 9 {
+		t.Fatalf("exit %+v", ex)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	spec := e.spec("/bin/sleep", "100")
+	spec.Grace = 300 * time.Millisecond
+	h, err := e.b.Start(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.b.Cleanup(ctx, h.Ref())
+	if _, err := h.Terminate(ctx, sandbox.Graceful); !errors.Is(err, sandbox.ErrGracefulTimeout) {
+		t.Fatalf("pid-1 sleep and SIGTERM: %v, want ErrGracefulTimeout", err)
+	}
+	if ex, err := h.Terminate(ctx, sandbox.Force); err != nil || ex.Signal != syscall.SIGKILL {
+		t.Fatalf("force: %+v %v", ex, err)
+	}
+}
+
+// TestRunsc runs the lifecycle and the network escape under gVisor when a
+// runsc binary is available.
+func TestRunsc(t *testing.T) {
+	runsc := os.Getenv("CAPSULE_RUNSC")
+	if runsc == "" {
+		runsc, _ = exec.LookPath("runsc")
+	}
+	if runsc == "" {
+		t.Skip("SKIP LOUDLY: runsc (gVisor) not found. Enable with: " +
+			"CGO_ENABLED=0 go build -o /usr/local/bin/runsc gvisor.dev/gvisor/runsc@v0.0.0-20260905035102-160fafc42237 " +
+			"(inside a module; ~80 s, 100 MB), or set CAPSULE_RUNSC=/path/to/runsc")
+	}
+	e := newEnv(t, func(o *Options) {
+		o.Runtimes = map[string]string{"runsc": runsc}
+		p := o.Profiles["default"]
+		p.Runtime = "runsc"
+		o.Profiles["default"] = p
+	})
+	h, ex := startWait(t, e, e.spec("/bin/sh", "-c", "uname -r; echo hi > /workspace/x; exit 4"))
+	if ex.Code != 4 {
+		t.Fatalf("exit %+v stderr %q", ex, readAll(t, h.Stderr()))
+	}
+	t.Logf("runsc kernel: %q", readAll(t, h.Stdout()))
 }

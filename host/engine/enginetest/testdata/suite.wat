@@ -50,6 +50,13 @@
   (func (export "spin") (loop $l (br $l)))
   ;; spin_host: a loop that keeps crossing into the host.
   (func (export "spin_host") (loop $l (drop (call $add (i32.const 1) (i32.const 2))) (br $l)))
+  ;; loop_add: n guest→host calls of add, for the import-cost benchmark.
+  (func (export "loop_add") (param $n i32)
+    (block $done (loop $l
+      (br_if $done (i32.eqz (local.get $n)))
+      (drop (call $add (local.get $n) (i32.const 1)))
+      (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+      (br $l))))
   (func $recurse (export "recurse") (call $recurse))
   (func (export "grow") (param i32) (result i32) (memory.grow (local.get 0)))
   (func (export "exit7") (call $exit (i32.const 7)))

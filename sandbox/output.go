@@ -752,3 +752,56 @@ func (s *Stdin) Close() error {
 
 // IsClosed reports whether stdin is closed.
 func (s *Stdin) IsClosed() bool { return s.closed.Load() }
+
+// OpenOutputLog reopens a spill file written by an earlier OutputLog (for
+// example by a host that has since restarted), read-only: the stream is
+// closed (no writer will append), its bytes are served from the file, and
+// everything before the header's start is reported as dropped. The file is
+// the source of truth: only what its header covers is trusted. Remove
+// deletes it.
+func OpenOutputLog(path string) (*OutputLog, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open output log: %w", err)
+	}
+	var h [spillHeaderSize]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open output log %s: header: %w", path, err)
+	}
+	le := binary.LittleEndian
+	ver, capacity, start, end := le.Uint32(h[8:]), int64(le.Uint64(h[16:])), int64(le.Uint64(h[24:])), int64(le.Uint64(h[32:]))
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open output log: %w", err)
+	}
+	switch {
+	case string(h[:8]) != spillMagic:
+		err = errors.New("bad magic")
+	case ver != spillVersion:
+		err = fmt.Errorf("version %d", ver)
+	case capacity <= 0 || start < 0 || start > end || end-start > capacity:
+		err = fmt.Errorf("inconsistent header (capacity %d, start %d, end %d)", capacity, start, end)
+	case st.Size() < spillHeaderSize+min(capacity, end):
+		err = fmt.Errorf("file is %d bytes, header covers more", st.Size())
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open output log %s: %w: %w", path, ErrSpill, err)
+	}
+	return &OutputLog{
+		ringCap:    1, // empty ring: every read comes from the file
+		blocks:     make([][]byte, 1),
+		start:      end,
+		end:        end,
+		overflow:   DropOldest,
+		spill:      f,
+		spillPath:  path,
+		spillCap:   capacity,
+		spillStart: start,
+		headerAt:   end,
+		closed:     true,
+		drainCur:   start,
+	}, nil
+}

@@ -345,3 +345,27 @@ func TestStdinCloseWakesWriter(t *testing.T) {
 		t.Fatal("Close did not wake the writer")
 	}
 }
+
+func TestOpenOutputLog(t *testing.T) {
+	l := newLog(t, 8, 64, DropOldest)
+	l.Write(stream(0, 100))
+	l.CloseWrite()
+	r, err := OpenOutputLog(l.SpillPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.ReadFrom(0, 1000)
+	if err != nil || c.Dropped != 36 || !bytes.Equal(c.Data, stream(36, 64)) || !c.EOF || c.Next != 100 {
+		t.Fatalf("reopened read: %+v %v", c, err)
+	}
+	if r.End() != 100 || !r.Closed() {
+		t.Fatalf("reopened end %d closed %v", r.End(), r.Closed())
+	}
+	// A corrupt header is refused, never trusted.
+	f, _ := os.OpenFile(l.SpillPath(), os.O_RDWR, 0)
+	f.WriteAt([]byte("XXXX"), 0)
+	f.Close()
+	if _, err := OpenOutputLog(l.SpillPath()); !errors.Is(err, ErrSpill) {
+		t.Fatalf("corrupt header: %v", err)
+	}
+}

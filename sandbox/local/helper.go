@@ -1,8 +1,10 @@
 package local
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"syscall"
@@ -21,8 +23,10 @@ import (
 // program directly.
 //
 // Protocol: argv = [helperArg0, "-nofile", N, "-cpu", S, "-join", FILE...,
-// "--", program argv...]; fd 3 is a close-on-exec status pipe: EOF means
-// the exec succeeded, otherwise it carries "<errno> <message>".
+// "--", program argv...]; the helper's own environment is empty; fd 3 is a
+// close-on-exec status pipe: EOF means the exec succeeded, otherwise it
+// carries "<errno> <message>"; fd 4 carries the program's environment,
+// NUL-separated, until EOF.
 const helperArg0 = "capsule-host-local-exec"
 
 func init() {
@@ -34,6 +38,9 @@ func init() {
 func helperMain(args []string) int {
 	status := os.NewFile(3, "status")
 	unix.CloseOnExec(3)
+	envFile := os.NewFile(4, "env")
+	envData, err := io.ReadAll(envFile)
+	envFile.Close()
 	fail := func(err error) int {
 		var errno syscall.Errno
 		if !errors.As(err, &errno) {
@@ -72,7 +79,15 @@ func helperMain(args []string) int {
 	if len(args) < 2 {
 		return fail(fmt.Errorf("helper: no program"))
 	}
+	if err != nil {
+		return fail(fmt.Errorf("helper: read env: %w", err))
+	}
+	env := []string{}
+	for _, kv := range bytes.Split(envData, []byte{0}) {
+		if len(kv) > 0 {
+			env = append(env, string(kv))
+		}
+	}
 	argv := args[1:]
-	err := syscall.Exec(argv[0], argv, os.Environ())
-	return fail(err)
+	return fail(syscall.Exec(argv[0], argv, env))
 }

@@ -342,3 +342,22 @@ func TestPooledGroupAfterForceKill(t *testing.T) {
 		}
 	}
 }
+
+// Through the exec helper the program gets exactly the spec's environment,
+// while the helper itself (the host binary) runs with an empty one.
+func TestHelperEnvironment(t *testing.T) {
+	b := newBackend(t, local.Options{})
+	sp := baseSpec(t, `printf '%s|%s|%s ' "$X" "${EMPTY-unset}" "$GODEBUG"; env | wc -l`)
+	sp.Env = []string{"PATH=/usr/bin:/bin", "X=a b", "EMPTY=", "GODEBUG=madvdontneed=1"}
+	sp.Limits.OpenFiles = 64 // forces the helper
+	h, err := b.Start(bg(t), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Wait(bg(t))
+	c, _ := h.Stdout().ReadFrom(0, 1000)
+	// dash adds PWD; the four spec entries plus PWD.
+	if got := strings.TrimSpace(string(c.Data)); got != "a b||madvdontneed=1 5" && got != "a b||madvdontneed=1 4" {
+		t.Fatalf("environment through the helper: %q", got)
+	}
+}

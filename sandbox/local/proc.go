@@ -239,7 +239,8 @@ func (p *proc) start(argv []string) (err error) {
 		}
 	}
 	files := []uintptr{stdinR.Fd(), outW.Fd(), errW.Fd()}
-	execPath, execArgv := argv[0], argv
+	execPath, execArgv, execEnv := argv[0], argv, spec.Env
+	var envW *os.File
 	if len(helperArgs) > 0 {
 		sr, sw, err := os.Pipe()
 		if err != nil {
@@ -248,15 +249,26 @@ func (p *proc) start(argv []string) (err error) {
 		status = sr
 		undo = append(undo, func() { sr.Close() })
 		childFiles = append(childFiles, sw)
-		files = append(files, sw.Fd())
+		er, ew, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("env pipe: %w: %w", sandbox.ErrUnavailable, err)
+		}
+		envW = ew
+		undo = append(undo, func() { ew.Close() })
+		childFiles = append(childFiles, er)
+		files = append(files, sw.Fd(), er.Fd())
 		execPath = "/proc/self/exe"
 		execArgv = append(append(append([]string{helperArg0}, helperArgs...), "--"), argv...)
+		// The helper runs with an EMPTY environment and gets the real one
+		// over fd 4: the host binary's init functions (and the Go runtime:
+		// GODEBUG, GOGC, ...) must never see variables a guest chose.
+		execEnv = []string{}
 	}
 
 	pidfd := -1
 	attr := &syscall.ProcAttr{
 		Dir:   spec.Cwd,
-		Env:   spec.Env,
+		Env:   execEnv,
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
 	}
@@ -289,6 +301,16 @@ func (p *proc) start(argv []string) (err error) {
 		return &sandbox.SpawnError{Argv0: argv[0], Cause: ferr}
 	}
 	p.pid, p.pidfd = pid, pidfd
+	if envW != nil {
+		// NUL-separated; written while the helper reads (it may exceed a
+		// pipe buffer), closed so the helper sees EOF.
+		go func(env []string) {
+			for _, kv := range env {
+				envW.Write(append([]byte(kv), 0))
+			}
+			envW.Close()
+		}(spec.Env)
+	}
 	if status != nil {
 		// EOF: the helper exec'd the program. Anything else: it failed
 		// and exits; reap it here, it never became a process of ours.
@@ -359,9 +381,33 @@ func (p *proc) pump(r *os.File, l *sandbox.OutputLog) {
 			l.Write(buf[:n])
 		}
 		if err != nil {
-			return
+			break
 		}
 	}
+	select {
+	case <-p.stopPumps:
+		finalSweep(rc, l, buf)
+	default:
+	}
+}
+
+// finalSweep reads, without waiting, what the pipe still holds when the
+// drain bound stops the pump (bounded: a writer still running is killed
+// right after).
+func finalSweep(rc syscall.RawConn, l *sandbox.OutputLog, buf []byte) {
+	rc.Control(func(fd uintptr) {
+		for total := 0; total < 1<<20; {
+			k, err := unix.Read(int(fd), buf)
+			if err == unix.EINTR {
+				continue
+			}
+			if k <= 0 || err != nil {
+				return
+			}
+			l.Write(buf[:k])
+			total += k
+		}
+	})
 }
 
 // readBatch reads whatever the pipe holds, up to len(buf), waiting (in
@@ -492,9 +538,6 @@ func (p *proc) run() {
 		exit.Signal = syscall.Signal(si.Status)
 	}
 	exit.At = at
-	// Nothing left to slow down: capture what is still in the pipes.
-	p.stdout.LiftBackpressure()
-	p.stderr.LiftBackpressure()
 
 	// Bounded drain: a descendant holding the pipes does not hold us.
 	t := time.NewTimer(p.spec.Drain)
@@ -502,6 +545,12 @@ func (p *proc) run() {
 	case <-p.pumpsDone:
 		t.Stop()
 	case <-t.C:
+		// Drain bound reached. What still sits in the pipes is captured
+		// by one last sweep with backpressure lifted (so an unacknowledged
+		// tail becomes counted drops, never an unseen loss), then the
+		// pumps stop.
+		p.stdout.LiftBackpressure()
+		p.stderr.LiftBackpressure()
 		close(p.stopPumps)
 		p.mu.Lock()
 		for _, r := range p.readers {

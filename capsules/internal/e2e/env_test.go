@@ -60,6 +60,7 @@ func newHost(t testing.TB, capsules ...string) *host.Host {
 	t.Cleanup(func() { reg.Shutdown(context.Background()) })
 	h, err := host.New(context.Background(), host.Config{
 		Engine:      enginetest.HostEngine(), // "" (wazero) unless the wasmtime leg sets it
+		CacheDir:    cacheDir,
 		Registry:    reg,
 		StateDir:    t.TempDir(),
 		Logger:      logger,

@@ -99,12 +99,11 @@ func Ephemeral(r *rt.Report, c *proc.Client) {
 		r.Failf("spawn(cwd ../..): %s, want boundary-escape", errStr(res.Err()))
 	}
 
-	// stdin: the prelude is written, then stdin is closed (the WIT:
-	// ephemeral handles never keep stdin open), so write-stdin on the
-	// handle reports closed.
+	// spawn-background writes the stdin prelude, then keeps stdin open for
+	// the handle's write-stdin until close-stdin (or the drop).
 	r.Call("spawn-background")
-	bg := sh(`read l; echo "got:$l"; echo e >&2; exec sleep 30`)
-	bg.Stdin = cm.Some(bytesOf("hi\n"))
+	bg := sh(`read a; read b; echo "got:$a$b"; echo e >&2; exec sleep 30`)
+	bg.Stdin = cm.Some(bytesOf("x\n"))
 	hr := c.SpawnBackground(bg)
 	if hr.IsErr() {
 		r.Failf("spawn-background: %s", errStr(hr.Err()))
@@ -116,8 +115,8 @@ func Ephemeral(r *rt.Report, c *proc.Client) {
 		r.Failf("os-pid: %s", errStr(p.Err()))
 	}
 	r.Call("[method]process-handle.write-stdin")
-	if w := h.WriteStdin(bytesOf("more\n")); !errIs(w.Err(), "closed") {
-		r.Failf("write-stdin after the stdin prelude: %s, want closed", errStr(w.Err()))
+	if w := h.WriteStdin(bytesOf("hi\n")); w.IsErr() || *w.OK() != 3 {
+		r.Failf("write-stdin after the stdin prelude: %s, want ok(3)", errStr(w.Err()))
 	}
 	r.Call("[method]process-handle.close-stdin")
 	if x := h.CloseStdin(); x.IsErr() {
@@ -126,10 +125,13 @@ func Ephemeral(r *rt.Report, c *proc.Client) {
 	if x := h.CloseStdin(); x.IsErr() {
 		r.Failf("close-stdin (again, idempotent): %s", errStr(x.Err()))
 	}
+	if w := h.WriteStdin(bytesOf("late\n")); !errIs(w.Err(), "closed") {
+		r.Failf("write-stdin after close-stdin: %s, want closed", errStr(w.Err()))
+	}
 	r.Call("[method]process-handle.read-logs")
 	r.Call("[method]process-handle.wait")
 	var out, errOut string
-	for i := 0; i < 200 && !(strings.Contains(out, "got:hi") && strings.Contains(errOut, "e")); i++ {
+	for i := 0; i < 200 && !(strings.Contains(out, "got:xhi") && strings.Contains(errOut, "e")); i++ {
 		lr := h.ReadLogs()
 		if lr.IsErr() {
 			r.Failf("read-logs: %s", errStr(lr.Err()))
@@ -143,7 +145,7 @@ func Ephemeral(r *rt.Report, c *proc.Client) {
 			break
 		}
 	}
-	r.Check(strings.Contains(out, "got:hi"), "read-logs stdout %q, want got:hi", out)
+	r.Check(strings.Contains(out, "got:xhi"), "read-logs stdout %q, want got:xhi (stdin prelude x, then write-stdin hi)", out)
 	r.Check(strings.Contains(errOut, "e"), "read-logs stderr %q, want e", errOut)
 	r.Call("[method]process-handle.kill")
 	if k := h.Kill(); k.IsErr() {

@@ -248,8 +248,9 @@ type SpawnRequest struct {
 	Cmd  string          `json:"cmd"`
 	Args cm.List[string] `json:"args"`
 
-	// Bytes written to stdin, after which stdin is closed. `none`: stdin
-	// is closed at once.
+	// Bytes written to stdin first. `spawn` then closes stdin (`none`:
+	// closed at once); `spawn-background` keeps it open for the
+	// handle's `write-stdin` until `close-stdin` or the drop.
 	Stdin cm.Option[cm.List[uint8]] `json:"stdin"`
 
 	// Added to the host's scrubbed environment. Reserved keys (LD_*,

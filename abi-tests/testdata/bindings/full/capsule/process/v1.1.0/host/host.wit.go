@@ -300,8 +300,10 @@ type SpawnRequest struct {
 	Cmd  string          `json:"cmd"`
 	Args cm.List[string] `json:"args"`
 
-	// Bytes written to stdin first. For spawn-persistent with
-	// keep-stdin-open, stdin then stays open; otherwise it is closed.
+	// Bytes written to stdin first. `spawn` then closes stdin;
+	// `spawn-background` keeps it open for the handle's `write-stdin`
+	// until `close-stdin` or the drop; `spawn-persistent` keeps it open
+	// only with `keep-stdin-open`.
 	Stdin cm.Option[cm.List[uint8]] `json:"stdin"`
 	Env   cm.List[EnvVar]           `json:"env"`
 	CWD   cm.Option[string]         `json:"cwd"`

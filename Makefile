@@ -8,9 +8,10 @@
 SHELL := /bin/bash
 GO    ?= go
 # Debian packages the tests drive for real: the OCI runtime, bubblewrap, the
-# busybox the OCI tests build their rootfs from, and wat2wasm for WAT fixtures.
-APT_PACKAGES := runc bubblewrap busybox-static wabt
-APT_COMMANDS := runc bwrap busybox wat2wasm
+# busybox the OCI tests build their rootfs from, wat2wasm for WAT fixtures,
+# and gcc with a static libc for the OCI container init (sandbox/oci/init).
+APT_PACKAGES := runc bubblewrap busybox-static wabt gcc libc6-dev
+APT_COMMANDS := runc bwrap busybox wat2wasm gcc
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/...
 TEST_TIMEOUT ?= 30m
 
@@ -30,6 +31,9 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $(APT_PACKAGES) >/dev/null; \
 	fi
 	@for c in $(APT_COMMANDS); do command -v $$c >/dev/null || { echo "missing $$c after install" >&2; exit 1; }; done
+	@test -f /usr/lib/x86_64-linux-gnu/libc.a -o -f /usr/lib/aarch64-linux-gnu/libc.a || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libc6-dev >/dev/null; }
 
 go-deps:
 	$(GO) mod download

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -114,6 +115,10 @@ func runCall(e *env, o *opts, args []string) error {
 		return err
 	}
 	res, err := c.Call(e.ctx, api.CallRequest{Capsule: args[0], Tool: args[1], Input: input, Principal: o.principal})
+	var ae *api.Error
+	if errors.As(err, &ae) && o.principal == "" && e.g.tcp == "" && strings.Contains(ae.Message, "persist-unsupported") {
+		ae.Message += "\n(the call named no principal, so it ran as the capsule's owner-fallback principal, which cannot hold persistent processes: pass --principal NAME)"
+	}
 	if err != nil {
 		return err
 	}

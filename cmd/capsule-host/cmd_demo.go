@@ -61,12 +61,11 @@ func runDemo(e *env, o *opts, _ []string) error {
 	if e.g.logLevel == "debug" {
 		lvl = slog.LevelDebug
 	}
-	var lg *slog.Logger
+	var h slog.Handler = slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl})
 	if e.g.logJSON {
-		lg = slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
-	} else {
-		lg = slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
+		h = slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lvl})
 	}
+	lg := slog.New(daemon.NewRedactHandler(h))
 	ctx := e.ctx
 	rt, err := daemon.Open(ctx, cfg, daemon.Options{Engine: e.g.engine, Bundled: bundledFS, Version: binVersion(), Log: lg})
 	if err != nil {

@@ -209,12 +209,34 @@ func validateCapsule(ctx context.Context, dir string, rep *validateReport, probl
 	defer h.Close(context.WithoutCancel(ctx))
 	c, err := h.Load(ctx, dir)
 	if err != nil {
-		problem(err)
+		problem(locate(m, err))
 		return
 	}
 	for _, t := range c.Tools() {
 		rep.Tools = append(rep.Tools, t.Name)
 	}
+}
+
+// locate gives a load error that carries no manifest position the line of
+// the manifest key it is about, so every problem reads file:line: message.
+func locate(m *manifest.Manifest, err error) error {
+	var me *manifest.Error
+	if errors.As(err, &me) {
+		return err
+	}
+	var ie *host.ImportError
+	switch {
+	case errors.As(err, &ie):
+		if pkg, _, ok := witModule(ie.Module); ok {
+			if _, declared := m.Imports[pkg]; declared {
+				return m.Errorf(`imports."`+pkg+`"`, "%v", err)
+			}
+		}
+		return m.Errorf("imports", "%v", err)
+	case errors.Is(err, host.ErrPolicy):
+		return m.Errorf("capabilities", "%v", err)
+	}
+	return m.Errorf("capsule.module", "%v", err)
 }
 
 // witModule splits "capsule:process/host@1.1.0".

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host/config"
 )
 
@@ -85,10 +86,12 @@ func newLogger(w io.Writer, g *globals, cfg *config.Config) (*slog.Logger, error
 		return nil, usagef("log level %q: want debug, info, warn or error", lvl)
 	}
 	o := &slog.HandlerOptions{Level: l}
+	// Every handler is wrapped so no process ID reaches the log, whoever
+	// writes it (see daemon.RedactHandler).
 	if g.logJSON || cfg.Log.JSON {
-		return slog.New(slog.NewJSONHandler(w, o)), nil
+		return slog.New(daemon.NewRedactHandler(slog.NewJSONHandler(w, o))), nil
 	}
-	return slog.New(slog.NewTextHandler(w, o)), nil
+	return slog.New(daemon.NewRedactHandler(slog.NewTextHandler(w, o))), nil
 }
 
 // parseJSONArg checks a JSON argument early, so a shell-quoting mistake

@@ -78,7 +78,7 @@ func startDaemon(t testing.TB, mutate func(*config.Config)) *testDaemon {
 		mutate(cfg)
 	}
 	d := &testDaemon{sock: cfg.Socket, cfg: cfg, logs: &syncBuffer{mu: make(chanMutex, 1)}, done: make(chan error, 1)}
-	lg := slog.New(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	lg := slog.New(daemon.NewRedactHandler(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	sock, err := daemon.ListenSocket(cfg.Socket)
@@ -259,6 +259,15 @@ func TestClientCommandsAgainstDaemon(t *testing.T) {
 	var p api.Process
 	if code != 0 || json.Unmarshal([]byte(out), &p) != nil || p.Phase != "exited" || p.Exit == nil || p.Reason != "stopped" {
 		t.Fatalf("inspect after stop: %d %q", code, out)
+	}
+
+	// A guest that echoes an ID in its error text does not leak it either.
+	_, errOut, code = d.cli(t, "call", "testcap", "fail", `{"message":"cannot use `+id+`"}`, "--principal", "alice")
+	if code != 1 || !strings.Contains(errOut, id) {
+		t.Fatalf("fail with id: %d %q", code, errOut)
+	}
+	if !strings.Contains(d.logs.String(), "cannot use proc:"+d.rt.Registry.LogID(id)) {
+		t.Fatalf("the guest's error was not redacted to the log ID:\n%s", d.logs.String())
 	}
 
 	// Logs carry the ID's short hash, never the ID.

@@ -187,8 +187,12 @@ func TestE2EBuiltBinary(t *testing.T) {
 		t.Fatalf("stop: exit %d: %s", code, errOut)
 	}
 	out, _, code = cli("ps", "--json")
-	if code != 0 || !strings.Contains(out, `"phase": "exited"`) {
+	if code != 0 || !strings.Contains(out, `"phase": "exited"`) || !strings.Contains(out, `"reason": "stopped"`) {
 		t.Fatalf("ps after stop: %d %q", code, out)
+	}
+	out, errOut, code = cli("logs", id, "-f")
+	if code != 0 || !strings.Contains(out, marker+" tick 1\n") || !strings.Contains(errOut, "ended") {
+		t.Fatalf("logs -f of the stopped process: %d %q %q", code, out, errOut)
 	}
 
 	// A second process left running: shutdown must stop it and say so.

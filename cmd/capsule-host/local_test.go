@@ -11,8 +11,19 @@ import (
 	"github.com/capsule-host/capsule-host/host/config"
 )
 
+// The demo runs on every engine compiled in (wazero always; wasmtime in
+// the -tags wasmtime leg).
 func TestDemoTellsTheStory(t *testing.T) {
-	out, errOut, code := runCLI(t, "", "demo")
+	for _, eng := range hostEngines() {
+		t.Run(eng, func(t *testing.T) { testDemo(t, eng) })
+	}
+}
+
+func testDemo(t *testing.T, engine string) {
+	out, errOut, code := runCLI(t, "", "demo", "--engine", engine)
+	if !strings.Contains(out, "engine "+engine) {
+		t.Errorf("demo does not name engine %s", engine)
+	}
 	if code != exitOK {
 		t.Fatalf("demo exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

@@ -65,6 +65,7 @@ type Config struct {
 	TCP        TCP                  `toml:"tcp"`
 	Principals map[string]Principal `toml:"principals"`
 	Quotas     Quotas               `toml:"quotas"`
+	Limits     ProfileLimits        `toml:"limits"`
 	Processes  Processes            `toml:"processes"`
 	Backends   Backends             `toml:"backends"`
 	Profiles   map[string]Profile   `toml:"profiles"`
@@ -186,7 +187,8 @@ type IDMap struct {
 	Size    uint32 `toml:"size"`
 }
 
-// ProfileLimits are a launch profile's resource ceilings.
+// ProfileLimits are resource ceilings: of a launch profile, or (as
+// [limits]) of every process on the host. 0 means no ceiling.
 type ProfileLimits struct {
 	MemoryBytes int64    `toml:"memory_bytes"`
 	CPUTime     Duration `toml:"cpu_time"`
@@ -427,6 +429,9 @@ func Parse(file string, data []byte) (*Config, error) {
 			}
 			seen[h] = n
 		}
+	}
+	if c.Limits.MemoryBytes < 0 || c.Limits.Pids < 0 || c.Limits.OpenFiles < 0 {
+		return nil, fail("limits", "must not be negative")
 	}
 	for _, q := range []struct {
 		key string

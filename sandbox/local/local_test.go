@@ -242,13 +242,22 @@ func TestCgroupRemovedAfterSettle(t *testing.T) {
 		t.Skipf("SKIPPED: no cgroup v2 hierarchy here (%v)", err)
 	}
 	b := newBackend(t, local.Options{})
-	sp := baseSpec(t, "cat /proc/self/cgroup")
+	sp := baseSpec(t, "cat /proc/self/cgroup; sleep 0.5")
 	sp.Limits = sandbox.Limits{MemoryBytes: 64 << 20, Pids: 50}
 	h, err := b.Start(bg(t), sp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(s.V2, cgroups.Parent, h.Ref().ID)
+	dir := ""
+	ents, _ := os.ReadDir(filepath.Join(s.V2, cgroups.Parent))
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), "-"+h.Ref().ID) {
+			dir = filepath.Join(s.V2, cgroups.Parent, e.Name())
+		}
+	}
+	if dir == "" {
+		t.Fatalf("no cgroup named after %s while it runs", h.Ref().ID)
+	}
 	h.Wait(bg(t))
 	c, _ := h.Stdout().ReadFrom(0, 4096)
 	if !strings.Contains(string(c.Data), h.Ref().ID) {
@@ -258,7 +267,7 @@ func TestCgroupRemovedAfterSettle(t *testing.T) {
 		t.Fatalf("cgroup %s left after settle: %v", dir, err)
 	}
 	for c, d := range s.V1 {
-		if _, err := os.Stat(filepath.Join(d, cgroups.Parent, h.Ref().ID)); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(d, cgroups.Parent, filepath.Base(dir))); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("v1 %s cgroup left after settle: %v", c, err)
 		}
 	}
@@ -359,5 +368,95 @@ func TestHelperEnvironment(t *testing.T) {
 	// dash adds PWD; the four spec entries plus PWD.
 	if got := strings.TrimSpace(string(c.Data)); got != "a b||madvdontneed=1 5" && got != "a b||madvdontneed=1 4" {
 		t.Fatalf("environment through the helper: %q", got)
+	}
+}
+
+// Backpressure with nobody reading: the root exits with its last bytes
+// still in the pipe. At the drain bound they are captured with the
+// backpressure lifted, so the loss is counted, never unseen.
+func TestBackpressureTailCountedAtDrain(t *testing.T) {
+	b := newBackend(t, local.Options{})
+	sp := baseSpec(t, "head -c 200000 /dev/zero")
+	sp.Output = sandbox.OutputSpec{RingBytes: 64 << 10, Overflow: sandbox.Backpressure}
+	sp.Drain = 300 * time.Millisecond
+	h, err := b.Start(bg(t), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Wait(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	if end := h.Stdout().End(); end != 200000 {
+		t.Fatalf("captured %d bytes, want all 200000 (ring, then counted drops)", end)
+	}
+	c, err := h.Stdout().ReadFrom(0, 1<<20)
+	if err != nil || c.Dropped != 200000-64<<10 || len(c.Data) != 64<<10 {
+		t.Fatalf("ReadFrom(0): dropped %d, %d bytes, %v", c.Dropped, len(c.Data), err)
+	}
+}
+
+// A crashed host's trees are killed and their cgroups removed by the next
+// host's backend.
+func TestSweepStaleHostGroups(t *testing.T) {
+	s, err := cgroups.Detect()
+	if err != nil || s.V2 == "" {
+		t.Skipf("SKIPPED: no cgroup v2 hierarchy here (%v)", err)
+	}
+	newBackend(t, local.Options{}) // the parent dir exists from here on
+	// PID 4194305 is above the largest pid_max: that host cannot be alive.
+	dir := filepath.Join(s.V2, cgroups.Parent, "h4194305-1-"+strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	cmd := exec.Command("/bin/sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(itoa(cmd.Process.Pid)), 0); err != nil {
+		cmd.Process.Kill()
+		t.Fatal(err)
+	}
+	local.SweepStale(s)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("member of a dead host's group: %v, want SIGKILL", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stale group not removed: %v", err)
+	}
+}
+
+// Where a memory or pids controller exists (v2 enabled, or v1 as on this
+// hybrid machine), the local backend must enforce the limit, not refuse.
+func TestLimitsSupportedWhereControllersExist(t *testing.T) {
+	s, err := cgroups.Detect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBackend(t, local.Options{})
+	for _, tc := range []struct {
+		ctrl string
+		lim  sandbox.Limits
+	}{
+		{"memory", sandbox.Limits{MemoryBytes: 64 << 20}},
+		{"pids", sandbox.Limits{Pids: 16}},
+	} {
+		if _, v1 := s.V1[tc.ctrl]; !v1 && !s.V2Controllers[tc.ctrl] {
+			t.Logf("no %s controller on this machine: not asserted", tc.ctrl)
+			continue
+		}
+		sp := baseSpec(t, "exit 0")
+		sp.Limits = tc.lim
+		h, err := b.Start(bg(t), sp)
+		if _, v1 := s.V1[tc.ctrl]; !v1 && errors.Is(err, sandbox.ErrLimitsUnsupported) {
+			t.Logf("v2 %s controller exists but cannot be delegated here: %v", tc.ctrl, err)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s limit refused although the controller exists: %v", tc.ctrl, err)
+		}
+		h.Wait(bg(t))
 	}
 }

@@ -1,12 +1,14 @@
 package local
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -19,8 +21,7 @@ import (
 // reaped, so it goes back to a small pool instead of rmdir. Limited groups
 // are always fresh: their counters (OOM kills, peaks) must start at zero.
 //
-// Pooled leaves are named pool-<host pid>-<n>; New removes the ones left
-// by host processes that are gone.
+// Pooled leaves are named h<host pid>-<host start>-pool<n>.
 const poolMax = 32
 
 var groupPool struct {
@@ -32,7 +33,7 @@ var groupPool struct {
 // newGroup returns the process's cgroup and whether it is pooled.
 func (b *Backend) newGroup(id string, lim cgroups.Limits) (*cgroups.Group, bool, error) {
 	if lim != (cgroups.Limits{}) || b.cg.V2 == "" {
-		g, err := b.cg.NewGroup(id, lim)
+		g, err := b.cg.NewGroup(groupName(id, 0), lim)
 		return g, false, err
 	}
 	groupPool.mu.Lock()
@@ -43,7 +44,7 @@ func (b *Backend) newGroup(id string, lim cgroups.Limits) (*cgroups.Group, bool,
 		return g, true, nil
 	}
 	groupPool.seq++
-	name := fmt.Sprintf("pool-%d-%d", os.Getpid(), groupPool.seq)
+	name := groupName("", groupPool.seq)
 	groupPool.mu.Unlock()
 	g, err := b.cg.NewGroup(name, lim)
 	if err != nil {
@@ -71,30 +72,82 @@ func releaseGroup(g *cgroups.Group, empty bool) error {
 	return g.Remove()
 }
 
-// sweepStalePools removes pooled leaves of host processes that are gone.
-func sweepStalePools(s *cgroups.System) {
-	if s == nil || s.V2 == "" {
+// hostTag names this host process in its cgroups: "h<pid>-<start>",
+// the start time (clock ticks since boot) guarding against PID reuse.
+var hostTag = func() string {
+	st, _ := readStat(os.Getpid())
+	return fmt.Sprintf("h%d-%d", os.Getpid(), st.start)
+}()
+
+// groupName is the cgroup name of a process (or, with id "", of a pool
+// slot n).
+func groupName(id string, n int) string {
+	if id == "" {
+		return fmt.Sprintf("%s-pool%d", hostTag, n)
+	}
+	return hostTag + "-" + id
+}
+
+// sweepStale kills and removes the cgroups left by host processes that
+// are gone (crashed, or killed with SIGKILL): handle-lifetime trees must
+// not outlive their host, and before this sweep nothing else would stop
+// them. A group whose host is alive (same PID and start time) is left
+// alone; so is every name this backend did not make.
+func sweepStale(s *cgroups.System) {
+	if s == nil {
 		return
 	}
-	parent := filepath.Join(s.V2, cgroups.Parent)
-	ents, err := os.ReadDir(parent)
-	if err != nil {
-		return
+	dirs := map[string]bool{}
+	if s.V2 != "" {
+		dirs[filepath.Join(s.V2, cgroups.Parent)] = true
 	}
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), "pool-")
-		if !ok || !e.IsDir() {
+	for _, c := range []string{"memory", "pids"} {
+		if d, ok := s.V1[c]; ok {
+			dirs[filepath.Join(d, cgroups.Parent)] = true
+		}
+	}
+	for parent := range dirs {
+		ents, err := os.ReadDir(parent)
+		if err != nil {
 			continue
 		}
-		pidStr, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid == os.Getpid() {
-			continue
+		for _, e := range ents {
+			if !e.IsDir() || !staleHost(e.Name()) {
+				continue
+			}
+			g := filepath.Join(parent, e.Name())
+			_ = os.WriteFile(filepath.Join(g, "cgroup.kill"), []byte("1"), 0)
+			if pids, err := cgroups.ReadProcs(filepath.Join(g, "cgroup.procs")); err == nil {
+				for _, pid := range pids {
+					_ = unix.Kill(pid, unix.SIGKILL) // v1: no cgroup.kill; members of a dead host's tree
+				}
+			}
+			for i := 0; i < 50; i++ {
+				if err := unix.Rmdir(g); err == nil || errors.Is(err, unix.ENOENT) {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
 		}
-		if _, err := os.Stat("/proc/" + pidStr); err == nil {
-			continue // owner alive (or PID reused: leave it, it is cheap)
-		}
-		_ = unix.Rmdir(filepath.Join(parent, e.Name())) // fails if in use: fine
-		_ = pid
 	}
+}
+
+// staleHost reports whether name is "h<pid>-<start>-..." of a host
+// process that no longer exists.
+func staleHost(name string) bool {
+	rest, ok := strings.CutPrefix(name, "h")
+	if !ok {
+		return false
+	}
+	f := strings.SplitN(rest, "-", 3)
+	if len(f) != 3 {
+		return false
+	}
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	st, ok := readStat(pid)
+	return !ok || st.start != start
 }

@@ -58,7 +58,8 @@ type proc struct {
 	exit  sandbox.Exit
 	stats sandbox.Stats
 	// settleErr records what settling could not do (survivors, cgroup
-	// removal); Cleanup retries and reports it.
+	// removal); Cleanup retries the removal and reports what still fails,
+	// with this as context.
 	settleErr error
 
 	mu       sync.Mutex
@@ -683,7 +684,7 @@ func (p *proc) members() ([]int, error) {
 func (p *proc) cgPathAny() string {
 	for _, c := range []string{"pids", "memory"} {
 		if _, ok := p.group.V1Dirs[c]; ok {
-			return joinCg(p.b.cg.V1Paths[c], cgroups.Parent) + p.ref.ID
+			return joinCg(p.b.cg.V1Paths[c], cgroups.Parent) + p.group.Name()
 		}
 	}
 	return ""
@@ -880,6 +881,9 @@ func (p *proc) cleanup() error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
+		if p.settleErr != nil {
+			err = fmt.Errorf("%w (while settling: %v)", err, p.settleErr)
+		}
 		return fmt.Errorf("cleanup %s: %w", p.ref.ID, err)
 	}
 	p.cleaned = true

@@ -57,7 +57,7 @@ func startReaper() error {
 		}
 		// Our own trees' cgroups, in whatever hierarchy they live.
 		if s, err := cgroups.Detect(); err == nil {
-			sweepStalePools(s)
+			sweepStale(s)
 			if s.V2 != "" {
 				reaper.prefixes[joinCg(s.V2Path, cgroups.Parent)]++
 			}
@@ -115,7 +115,8 @@ func ClaimOrphans(prefix string) (withdraw func()) {
 	}
 }
 
-// children lists this process's children, all threads included.
+// children lists this process's children, all threads included. Without
+// CONFIG_PROC_CHILDREN (no .../children files) it scans /proc for PPID.
 func children() []int {
 	ents, err := os.ReadDir("/proc/self/task")
 	if err != nil {
@@ -125,6 +126,9 @@ func children() []int {
 	for _, e := range ents {
 		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/children")
 		if err != nil {
+			if os.IsNotExist(err) {
+				return childrenByScan()
+			}
 			continue
 		}
 		for _, f := range strings.Fields(string(b)) {
@@ -136,10 +140,30 @@ func children() []int {
 	return out
 }
 
+func childrenByScan() []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	me := os.Getpid()
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, ok := readStat(pid); ok && st.ppid == me {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // procStat is what the reaper and the fallback identity need from
 // /proc/<pid>/stat.
 type procStat struct {
 	state     byte
+	ppid      int
 	pgid, sid int
 	start     uint64 // start time in clock ticks since boot (field 22)
 }
@@ -161,6 +185,7 @@ func readStat(pid int) (procStat, bool) {
 	}
 	var s procStat
 	s.state = f[0][0]
+	s.ppid, _ = strconv.Atoi(f[1])
 	s.pgid, _ = strconv.Atoi(f[2])
 	s.sid, _ = strconv.Atoi(f[3])
 	s.start, _ = strconv.ParseUint(f[19], 10, 64)

@@ -109,7 +109,6 @@ func newEnv(t testing.TB, mut func(*Options)) *env {
 	dir := publicDir(t)
 	ws := filepath.Join(dir, "ws")
 	os.Mkdir(ws, 0o755)
-	os.Chown(ws, testHostUID, testHostUID)
 	spill := filepath.Join(dir, "spill")
 	os.Mkdir(spill, 0o700)
 	opts := Options{
@@ -119,6 +118,11 @@ func newEnv(t testing.TB, mut func(*Options)) *env {
 	}
 	if mut != nil {
 		mut(&opts)
+	}
+	if p := opts.Profiles["default"]; p.Runtime != "runsc" && p.UserNS != nil {
+		// Container root is host uid 100000: give it the workspace. (runsc
+		// profiles run without a user namespace: root keeps it.)
+		os.Chown(ws, int(p.UserNS.HostUID), int(p.UserNS.HostGID))
 	}
 	b, err := New(opts)
 	if err != nil {

@@ -57,6 +57,10 @@ type monitorConfig struct {
 	// CPULimit is the RLIMIT_CPU given (rounded up to seconds), to tell a
 	// SIGKILL for CPU from others.
 	CPULimit time.Duration `json:"cpu_limit_ns"`
+	// SignalCodes: the waited process reports a signal death n of the
+	// container's process as exit code 128+n (runsc's sandbox does);
+	// translate it back.
+	SignalCodes bool `json:"signal_codes,omitempty"`
 }
 
 // monitorStatus is a line the monitor writes to fd 3: first once the
@@ -226,6 +230,9 @@ func runMonitor(cfgPath string) int {
 	}
 	if rec == nil {
 		return 2 // unknowable: do not invent an exit
+	}
+	if cfg.SignalCodes && rec.Signal == 0 && rec.Code > 128 && rec.Code < 128+32 {
+		rec.Signal, rec.Code = rec.Code-128, 0
 	}
 	switch {
 	case oomKills(memCg) > 0:

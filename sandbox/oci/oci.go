@@ -279,7 +279,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 		return nil, fmt.Errorf("oci: bundle: %w: %w", sandbox.ErrUnavailable, err)
 	}
 	in := specInput{profile: prof, proc: spec, limits: lim, cgroup: "capsule-oci/" + cid, rootless: b.rootless, hostUID: os.Geteuid(), hostGID: os.Getegid(), swap: b.swap}
-	useInit := b.init != "" && rtName != "runsc"
+	useInit := b.init != "" && rtName != "runsc" // runsc has no --preserve-fds
 	if useInit {
 		in.init = b.init
 	}
@@ -297,7 +297,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 		cleanupOnFail()
 		return nil, fmt.Errorf("oci: config.json: %w: %w", sandbox.ErrUnavailable, err)
 	}
-	mcfg := monitorConfig{Runtime: rtPath, GlobalArgs: st.GlobalArgs, ContainerID: cid, Bundle: st.Bundle, StateDir: sdir, CgroupRel: in.cgroup, Init: useInit, Drain: spec.Drain}
+	mcfg := monitorConfig{Runtime: rtPath, GlobalArgs: st.GlobalArgs, ContainerID: cid, Bundle: st.Bundle, StateDir: sdir, CgroupRel: in.cgroup, Init: useInit, Drain: spec.Drain, SignalCodes: rtName == "runsc"}
 	if lim.CPUTime > 0 {
 		mcfg.CPULimit = time.Duration(math.Ceil(lim.CPUTime.Seconds())) * time.Second
 	}
@@ -973,6 +973,10 @@ func (c *container) destroy(ctx context.Context, force bool) error {
 	var dirs []string
 	if b, err := os.ReadFile(filepath.Join(c.stateDir, "cgroups.json")); err == nil {
 		_ = json.Unmarshal(b, &dirs)
+	} else {
+		// A start that failed before the monitor recorded them: the
+		// runtime put them under the monitor's cgroups, which are ours.
+		dirs = memoryCgroupDirs("capsule-oci/" + st.ContainerID)
 	}
 	if !ownedDirs(dirs, st.ContainerID) {
 		dirs = nil // never touch a cgroup that is not this container's

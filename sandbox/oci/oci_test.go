@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -328,4 +329,96 @@ func TestRunsc(t *testing.T) {
 		t.Fatalf("exit %+v stderr %q", ex, readAll(t, h.Stderr()))
 	}
 	t.Logf("runsc kernel: %q", readAll(t, h.Stdout()))
+
+	// A start that fails (pids too small for the sentry) leaves no cgroup
+	// behind: runsc leaks them; Start's cleanup removes them.
+	count := func() int {
+		n := 0
+		for _, d := range memoryCgroupDirs("capsule-oci") {
+			ents, _ := os.ReadDir(d)
+			for _, en := range ents {
+				if en.IsDir() && (strings.HasPrefix(en.Name(), "capsule-") || strings.HasPrefix(en.Name(), "runsc-")) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	before := count()
+	spec := e.spec("/bin/true")
+	spec.Limits.Pids = 2
+	if h, err := e.b.Start(context.Background(), spec); err == nil {
+		h.Wait(context.Background())
+		e.b.Cleanup(context.Background(), h.Ref())
+		t.Log("runsc started under pids=2 after all")
+	}
+	if after := count(); after > before {
+		t.Fatalf("failed runsc start leaked %d cgroup dirs", after-before)
+	}
+}
+
+// TestHammer starts containers concurrently, each waited, inspected and
+// attached from several goroutines and fresh Backend values at once.
+func TestHammer(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const n = 8
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			errs <- func() error {
+				h, err := e.b.Start(ctx, e.spec("/bin/sh", "-c", fmt.Sprintf("echo %d; exit %d", i, i)))
+				if err != nil {
+					return err
+				}
+				var wg sync.WaitGroup
+				exits := make([]sandbox.Exit, 4)
+				werrs := make([]error, 4)
+				for j := range exits {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						b2, err := New(e.opts)
+						if err != nil {
+							werrs[j] = err
+							return
+						}
+						h2, err := b2.Attach(ctx, h.Ref())
+						if err != nil {
+							werrs[j] = err
+							return
+						}
+						if _, err := b2.Inspect(ctx, h.Ref()); err != nil {
+							werrs[j] = err
+							return
+						}
+						exits[j], werrs[j] = h2.Wait(ctx)
+					}()
+				}
+				wg.Wait()
+				for j := range exits {
+					if werrs[j] != nil {
+						return werrs[j]
+					}
+					if exits[j].Code != i || exits[j] != exits[0] {
+						return fmt.Errorf("container %d waiter %d: %+v vs %+v", i, j, exits[j], exits[0])
+					}
+				}
+				if got := readAll(t, h.Stdout()); got != fmt.Sprintf("%d\n", i) {
+					return fmt.Errorf("container %d stdout %q", i, got)
+				}
+				return e.b.Cleanup(ctx, h.Ref())
+			}()
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(e.opts.Root, "containers"))
+	if len(ents) != 0 {
+		t.Fatalf("%d state dirs left after cleanup", len(ents))
+	}
 }

@@ -154,12 +154,14 @@ func Run(t *testing.T, ctor Ctor) {
 	t.Run("DeadlineInterruptsHostLoop", func(t *testing.T) { testDeadline(t, ctor, "spin_host") })
 	t.Run("CancelInterrupts", func(t *testing.T) { testCancel(t, ctor) })
 	t.Run("AlreadyDone", func(t *testing.T) { testAlreadyDone(t, ctor) })
+	t.Run("InterruptIsolated", func(t *testing.T) { testInterruptIsolated(t, ctor) })
 	t.Run("ProcExit", func(t *testing.T) { testExit(t, ctor) })
 	t.Run("MemoryLimit", func(t *testing.T) { testMemoryLimit(t, ctor) })
 	t.Run("CompilationCache", func(t *testing.T) { testCache(t, ctor) })
 	t.Run("BadHostFuncs", func(t *testing.T) { testBadHostFuncs(t, ctor) })
 	t.Run("ConcurrentInstances", func(t *testing.T) { testConcurrent(t, ctor) })
 	t.Run("MissingExport", func(t *testing.T) { testMissingExport(t, ctor) })
+	t.Run("UseAfterClose", func(t *testing.T) { testUseAfterClose(t, ctor) })
 }
 
 func testReactor(t *testing.T, ctor Ctor) {
@@ -355,6 +357,69 @@ func testCancel(t *testing.T, ctor Ctor) {
 	}
 }
 
+// testInterruptIsolated: ending one call's ctx interrupts that call only;
+// other instances of the same engine spinning or working at the same time
+// are untouched (wasmtime's epoch is engine-wide, so this is the test
+// that its per-store check is right).
+func testInterruptIsolated(t *testing.T, ctor Ctor) {
+	f := NewFixture(t, ctor, engine.EngineConfig{})
+	ctx := context.Background()
+	newInst := func() engine.Instance {
+		in, err := f.Mod.Instantiate(ctx, engine.InstanceConfig{Name: "iso"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { in.Close(ctx) })
+		return in
+	}
+	a, b := newInst(), newInst()
+	var wg sync.WaitGroup
+	var errA, errB error
+	var durA, durB time.Duration
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		c, cancel := context.WithCancel(ctx)
+		time.AfterFunc(30*time.Millisecond, cancel)
+		start := time.Now()
+		_, errA = a.Call(c, "spin")
+		durA = time.Since(start)
+	}()
+	go func() {
+		defer wg.Done()
+		c, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, errB = b.Call(c, "spin_host")
+		durB = time.Since(start)
+	}()
+	var errC error
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 200 && errC == nil; i++ {
+			var r []uint64
+			r, errC = f.Inst.Call(ctx, "add", 1, 2)
+			if errC == nil && r[0] != 3 {
+				errC = errors.New("wrong result")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	if !errors.Is(errA, engine.ErrInterrupted) || !errors.Is(errA, context.Canceled) {
+		t.Fatalf("cancelled call: %v", errA)
+	}
+	if !errors.Is(errB, engine.ErrInterrupted) || !errors.Is(errB, context.DeadlineExceeded) {
+		t.Fatalf("deadline call: %v", errB)
+	}
+	if durB < 350*time.Millisecond {
+		t.Fatalf("the 400 ms call was interrupted after %v (the other call's cancel at %v reached it)", durB, durA)
+	}
+	if errC != nil {
+		t.Fatalf("an unrelated instance failed while others were interrupted: %v", errC)
+	}
+}
+
 func testAlreadyDone(t *testing.T, ctor Ctor) {
 	f := NewFixture(t, ctor, engine.EngineConfig{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -515,5 +580,33 @@ func testMissingExport(t *testing.T, ctor Ctor) {
 	}
 	if err := f.Inst.Close(context.Background()); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// testUseAfterClose: using a closed instance or engine is an error, never
+// a panic ("nothing panics out of the host").
+func testUseAfterClose(t *testing.T, ctor Ctor) {
+	ctx := context.Background()
+	f := NewFixture(t, ctor, engine.EngineConfig{})
+	f.call(t, "add", 1, 2)
+	if err := f.Inst.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, export := range []string{"add", "inited"} { // cached and not
+		_, err := f.Inst.Call(ctx, export, 1, 2)
+		var tr *engine.Trap
+		if !errors.As(err, &tr) || tr.Reason != "instance is closed" {
+			t.Fatalf("%s on a closed instance: %v", export, err)
+		}
+	}
+	if err := f.Eng.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Eng.Compile(ctx, SuiteWasm); err == nil {
+		t.Fatal("Compile after engine Close succeeded")
+	}
+	if in, err := f.Mod.Instantiate(ctx, engine.InstanceConfig{Name: "late"}); err == nil {
+		in.Close(ctx)
+		t.Fatal("Instantiate after engine Close succeeded")
 	}
 }

@@ -121,11 +121,14 @@ func BenchmarkEngine(b *testing.B) {
 		})
 		b.Run(e.name+"/rss_per_instance_go", func(b *testing.B) {
 			const n = 50
-			var total float64
+			var rssTotal, vszTotal float64
 			for b.Loop() {
-				total += rssPerInstance(b, mod, n)
+				r, v := perInstance(b, mod, n)
+				rssTotal += r
+				vszTotal += v
 			}
-			b.ReportMetric(total/float64(b.N)/(1<<20), "RSS-MB/instance")
+			b.ReportMetric(rssTotal/float64(b.N)/(1<<20), "RSS-MB/instance")
+			b.ReportMetric(vszTotal/float64(b.N)/(1<<30), "VSZ-GB/instance")
 		})
 		eng.Close(ctx)
 
@@ -158,14 +161,14 @@ func BenchmarkEngine(b *testing.B) {
 	}
 }
 
-// rssPerInstance instantiates n instances, returns the RSS growth per
-// instance, then closes them and returns memory to the OS so the next
-// measurement starts from the same floor.
-func rssPerInstance(b *testing.B, mod engine.Module, n int) float64 {
+// perInstance instantiates n instances, returns the RSS and virtual size
+// growth per instance, then closes them and returns memory to the OS so
+// the next measurement starts from the same floor.
+func perInstance(b *testing.B, mod engine.Module, n int) (rssB, vszB float64) {
 	ctx := context.Background()
 	runtime.GC()
 	debug.FreeOSMemory()
-	before := rss(b)
+	before, vBefore := statm(b)
 	ins := make([]engine.Instance, n)
 	for i := range ins {
 		in, err := mod.Instantiate(ctx, engine.InstanceConfig{Name: "rss"})
@@ -174,23 +177,26 @@ func rssPerInstance(b *testing.B, mod engine.Module, n int) float64 {
 		}
 		ins[i] = in
 	}
-	after := rss(b)
+	after, vAfter := statm(b)
 	for _, in := range ins {
 		in.Close(ctx)
 	}
 	runtime.GC()
 	debug.FreeOSMemory()
-	return float64(after-before) / float64(n)
+	return float64(after-before) / float64(n), float64(vAfter-vBefore) / float64(n)
 }
 
-func rss(b *testing.B) int64 {
+// statm returns the resident and virtual size in bytes.
+func statm(b *testing.B) (rss, vsz int64) {
 	s, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
 		b.Skipf("SKIPPED LOUDLY: no /proc/self/statm: %v", err)
 	}
 	f := strings.Fields(string(s))
-	pages, _ := strconv.ParseInt(f[1], 10, 64)
-	return pages * int64(os.Getpagesize())
+	size, _ := strconv.ParseInt(f[0], 10, 64)
+	res, _ := strconv.ParseInt(f[1], 10, 64)
+	pg := int64(os.Getpagesize())
+	return res * pg, size * pg
 }
 
 // BenchmarkHost: the same through host.Host (pool, ABI, registry), with

@@ -61,10 +61,12 @@ type eng struct {
 	// function finds its instance (ctx, cached memory) from the Caller.
 	stores sync.Map // unsafe.Pointer → *instance
 
-	active atomic.Int64 // calls in flight; the ticker runs while > 0
-	wake   chan struct{}
-	done   chan struct{}
-	closed sync.Once
+	active     atomic.Int64 // calls in flight; the ticker runs while > 0
+	wake       chan struct{}
+	done       chan struct{} // closed by Close
+	tickerDone chan struct{} // closed when the ticker has exited
+	closeOnce  sync.Once
+	closed     atomic.Bool
 }
 
 // New creates a wasmtime engine with the host functions and WASI linked in.
@@ -80,10 +82,11 @@ func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) 
 	wc.SetConsumeFuel(false)
 	wc.SetWasmThreads(false) // wazero does not run shared-memory guests either
 	e := &eng{
-		we:    wasmtime.NewEngineWithConfig(wc),
-		limit: cfg.MemoryLimitPages,
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		we:         wasmtime.NewEngineWithConfig(wc),
+		limit:      cfg.MemoryLimitPages,
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		tickerDone: make(chan struct{}),
 	}
 	if cfg.CacheDir != "" {
 		e.cache = &moduleCache{dir: cfg.CacheDir, config: configDigest()}
@@ -94,6 +97,7 @@ func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) 
 		e.we.Close()
 		return nil, err
 	}
+	// The ticker is the only other user of e.we; Close waits for it.
 	go e.ticker()
 	return e, nil
 }
@@ -293,6 +297,7 @@ func firstLine(s string) string {
 // ticker bumps the engine epoch every epochTick while any call runs, and
 // sleeps otherwise: an idle host has no timer wakeups.
 func (e *eng) ticker() {
+	defer close(e.tickerDone)
 	for {
 		select {
 		case <-e.done:
@@ -326,7 +331,13 @@ func (e *eng) exit() { e.active.Add(-1) }
 
 func (e *eng) Name() string { return Name }
 
+// errClosed is returned for use after Close (wasmtime-go would panic).
+var errClosed = errors.New("wasmtime: engine is closed")
+
 func (e *eng) Compile(ctx context.Context, wasm []byte) (engine.Module, error) {
+	if e.closed.Load() {
+		return nil, errClosed
+	}
 	wm, err := e.compileCached(wasm)
 	if err != nil {
 		return nil, fmt.Errorf("wasmtime: compile: %s", firstLine(err.Error()))
@@ -398,8 +409,10 @@ func (e *eng) checkMemory(mt *wasmtime.MemoryType) error {
 }
 
 func (e *eng) Close(ctx context.Context) error {
-	e.closed.Do(func() {
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
 		close(e.done)
+		<-e.tickerDone // no IncrementEpoch on a closed engine
 		e.linker.Close()
 		// The engine is reference-counted inside wasmtime: live modules and
 		// stores keep it alive until they are closed.
@@ -420,6 +433,9 @@ func (m *module) Exports() []engine.FuncDef { return m.exports }
 
 func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (engine.Instance, error) {
 	e := m.e
+	if e.closed.Load() {
+		return nil, errClosed
+	}
 	store := wasmtime.NewStore(e.we)
 	if e.limit > 0 {
 		store.Limiter(int64(e.limit)*65536, -1, -1, -1, -1)

@@ -193,6 +193,9 @@ type Group struct {
 	V1Dirs map[string]string
 	// v2 limit files live in V2Dir when the controller was enabled there.
 	v2mem, v2pids bool
+	// v2why: why a v2 controller could not be enabled (for the error when
+	// v1 cannot help either).
+	v2why map[string]error
 	// name is the relative name under each parent.
 	name string
 	fd   int
@@ -227,7 +230,7 @@ func (s *System) NewGroup(name string, lim Limits) (g *Group, err error) {
 	if lim.MemoryBytes > 0 && !g.v2mem {
 		dir, err := s.v1Leaf("memory", name)
 		if err != nil {
-			return g, fmt.Errorf("memory: %w", err)
+			return g, fmt.Errorf("memory: %w%s", err, g.v2note("memory"))
 		}
 		g.V1Dirs["memory"] = dir
 		if err := writeFile(filepath.Join(dir, "memory.limit_in_bytes"), strconv.FormatInt(lim.MemoryBytes, 10)); err != nil {
@@ -241,7 +244,7 @@ func (s *System) NewGroup(name string, lim Limits) (g *Group, err error) {
 	if lim.Pids > 0 && !g.v2pids {
 		dir, err := s.v1Leaf("pids", name)
 		if err != nil {
-			return g, fmt.Errorf("pids: %w", err)
+			return g, fmt.Errorf("pids: %w%s", err, g.v2note("pids"))
 		}
 		g.V1Dirs["pids"] = dir
 		if err := writeFile(filepath.Join(dir, "pids.max"), strconv.Itoa(lim.Pids)); err != nil {
@@ -268,7 +271,8 @@ func (g *Group) setupV2(s *System, lim Limits) error {
 	if lim.Pids > 0 && s.V2Controllers["pids"] {
 		want = append(want, "pids")
 	}
-	enabled := enableControllers(s.V2, parent, want)
+	enabled, why := enableControllers(s.V2, parent, want)
+	g.v2why = why
 	dir := filepath.Join(parent, g.name)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return fmt.Errorf("cgroups: create %s: %w", dir, err)
@@ -291,6 +295,13 @@ func (g *Group) setupV2(s *System, lim Limits) error {
 	return nil
 }
 
+func (g *Group) v2note(c string) string {
+	if err := g.v2why[c]; err != nil {
+		return fmt.Sprintf(" (v2 %s controller present but not enabled: %v)", c, err)
+	}
+	return ""
+}
+
 func (s *System) v1Leaf(ctrl, name string) (string, error) {
 	base, ok := s.V1[ctrl]
 	if !ok {
@@ -311,22 +322,26 @@ func (s *System) v1Leaf(ctrl, name string) (string, error) {
 // requires, in every ancestor up to root's own cgroup). It returns what is
 // enabled for children of parent. Failure (e.g. the "no internal
 // processes" rule on the host's own cgroup) just leaves a controller out.
-func enableControllers(own, parent string, want []string) map[string]bool {
-	got := map[string]bool{}
+func enableControllers(own, parent string, want []string) (map[string]bool, map[string]error) {
+	got, why := map[string]bool{}, map[string]error{}
 	for _, c := range want {
 		ok := true
 		for _, d := range []string{own, parent} {
 			if hasController(d, c) {
 				continue
 			}
-			if writeFile(filepath.Join(d, "cgroup.subtree_control"), "+"+c) != nil {
+			if err := writeFile(filepath.Join(d, "cgroup.subtree_control"), "+"+c); err != nil {
+				// Typically EBUSY: the host runs in d itself, and v2 allows
+				// controllers only for children of a cgroup without
+				// processes. Run the host in a leaf of a delegated cgroup.
+				why[c] = err
 				ok = false
 				break
 			}
 		}
 		got[c] = ok && hasController(parent, c)
 	}
-	return got
+	return got, why
 }
 
 func hasController(dir, c string) bool {

@@ -20,6 +20,7 @@ import (
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/registry"
+	"github.com/capsule-host/capsule-host/sandbox"
 )
 
 // Options are what the command line adds to the config.
@@ -97,6 +98,9 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, fmt.Errorf("starting the process registry: %w", err)
 	}
+	if rh, ok := lg.Handler().(*RedactHandler); ok {
+		rh.SetHasher(reg.LogID)
+	}
 	defer func() {
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -117,9 +121,15 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		Logger:        lg.With("component", "host"),
 		CallTimeout:   cfg.CallTimeout.D(),
 		HostQuotas:    rcfg.Quotas,
-		Backends:      names,
-		Profiles:      cfg.ProfileNames(),
-		AllowNetwork:  cfg.AllowNetwork,
+		HostLimits: sandbox.Limits{
+			MemoryBytes: cfg.Limits.MemoryBytes,
+			CPUTime:     cfg.Limits.CPUTime.D(),
+			Pids:        cfg.Limits.Pids,
+			OpenFiles:   cfg.Limits.OpenFiles,
+		},
+		Backends:     names,
+		Profiles:     cfg.ProfileNames(),
+		AllowNetwork: cfg.AllowNetwork,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the host: %w", err)

@@ -113,6 +113,12 @@ func Serve(ctx context.Context, rt *Runtime, sock, tcp net.Listener, grace time.
 		}()
 	}
 	wg.Wait()
+	// A server whose Serve goroutine had not started yet when Shutdown ran
+	// never saw its listener: close them all here (idempotent), which also
+	// unlinks the socket file.
+	for _, l := range lns {
+		_ = l.Close()
+	}
 	cancel()
 	cancelCalls()
 	rt.Log.Info("API closed; no calls in flight")

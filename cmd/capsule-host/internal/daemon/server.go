@@ -427,7 +427,10 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	}
 	lg := s.log.With("capsule", info.Capsule, "principal", info.Principal, "proc", s.rt.Registry.LogID(id))
 	lg.Info("stopping process", "by", s.by(r), "grace", graceText(grace))
-	ex, err := s.rt.Registry.OperatorStop(r.Context(), id, grace)
+	// Once asked, a stop runs to its end even if the client goes away: a
+	// stop abandoned between SIGTERM and SIGKILL would leave the process in
+	// limbo. The registry bounds it (grace cap plus the forced kill).
+	ex, err := s.rt.Registry.OperatorStop(context.WithoutCancel(r.Context()), id, grace)
 	if err != nil {
 		lg.Warn("stop failed", "err", err)
 		writeRegErr(w, err)

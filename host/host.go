@@ -27,6 +27,7 @@ import (
 	"github.com/capsule-host/capsule-host/host/manifest"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/oci"
 )
 
 // Config configures a Host. Zero values take the documented defaults.
@@ -54,8 +55,15 @@ type Config struct {
 	HostLimits sandbox.Limits
 	// Backends lists the execution backends available (default "local").
 	Backends []string
-	// Profiles lists the OCI launch profiles known.
+	// Profiles lists the OCI launch profiles known by name only (a host
+	// that validates manifests and runs nothing); see OCIProfiles.
 	Profiles []string
+	// OCIProfiles are the launch profiles in full: a manifest selecting
+	// backend "oci" is checked against its profile at load
+	// (oci.CheckManifest), its exec entries are resolved in the profile's
+	// rootfs, and its workspaces are given to the profile's uid. Default:
+	// the profiles of the registry's "oci" backend.
+	OCIProfiles map[string]oci.Profile
 	// AllowNetwork lets manifests ask for network access.
 	AllowNetwork bool
 	// OwnerPrincipal names a capsule's owner-fallback principal, used for
@@ -162,6 +170,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []string{"local"}
+	}
+	if cfg.OCIProfiles == nil {
+		cfg.OCIProfiles = ociProfilesOf(cfg.Registry)
 	}
 	if cfg.OwnerPrincipal == nil {
 		cfg.OwnerPrincipal = func(c string) string { return "owner:" + c }
@@ -404,8 +415,8 @@ func (h *Host) policy(m *manifest.Manifest) (registry.CapsulePolicy, error) {
 	if !slices.Contains(h.cfg.Backends, caps.Backend) {
 		return refuse("capabilities.backend", "backend %q is not available on this host (available: %v)", caps.Backend, h.cfg.Backends)
 	}
-	if caps.Profile != "" && !slices.Contains(h.cfg.Profiles, caps.Profile) {
-		return refuse("capabilities.profile", "launch profile %q is not known to this host (known: %v)", caps.Profile, h.cfg.Profiles)
+	if err := h.checkProfileName(m); err != nil {
+		return registry.CapsulePolicy{}, fmt.Errorf("%w: capsule %q: %w", ErrPolicy, m.Name, err)
 	}
 	if caps.Network && !h.cfg.AllowNetwork {
 		return refuse("capabilities.network", "network access is not allowed on this host")
@@ -469,6 +480,11 @@ func (h *Host) policy(m *manifest.Manifest) (registry.CapsulePolicy, error) {
 			return refuse("capabilities.exec", "%q: not found in the host's PATH: %v", e, err)
 		}
 		p.Exec = append(p.Exec, abs)
+	}
+	if caps.Backend == ociBackend {
+		if err := h.ociPolicy(m, &p); err != nil {
+			return registry.CapsulePolicy{}, fmt.Errorf("%w: capsule %q: %w", ErrPolicy, m.Name, err)
+		}
 	}
 	return p, nil
 }

@@ -172,6 +172,11 @@ func New(cfg Config) (*Registry, error) {
 	return r, nil
 }
 
+// Backend returns the configured backend of that name, or nil. The host
+// uses it to check a manifest against what the backend can do (the oci
+// backend's launch profiles) at load.
+func (r *Registry) Backend(name string) sandbox.Backend { return r.cfg.Backends[name] }
+
 // RegisterCapsule adds or replaces (reload, upgrade) a capsule's policy.
 // Replacing keeps the capsule's processes: the new policy applies to new
 // calls only.
@@ -185,12 +190,23 @@ func (r *Registry) RegisterCapsule(name string, p CapsulePolicy) error {
 	if p.Backend == "" {
 		p.Backend = "local"
 	}
+	if p.ExecRoot != "" && !filepath.IsAbs(p.ExecRoot) {
+		return fmt.Errorf("%w: capsule %q: exec root %q must be an absolute path", ErrInvalidInput, name, p.ExecRoot)
+	}
 	exec, literal := map[string]bool{}, map[string]bool{}
 	for _, e := range p.Exec {
 		if !filepath.IsAbs(e) {
 			return fmt.Errorf("%w: capsule %q: exec entry %q must be an absolute path", ErrInvalidInput, name, e)
 		}
 		literal[filepath.Clean(e)] = true
+		if p.ExecRoot != "" {
+			if res, err := rootExecutable(p.ExecRoot, p.ExecHidden, filepath.Clean(e)); err == nil {
+				exec[rootExecKey(res, e)] = true
+			} else {
+				r.log.Warn("exec entry is not an executable of the sandbox's root filesystem; it allows nothing until it is", "capsule", name, "exec", e, "root", p.ExecRoot, "err", err)
+			}
+			continue
+		}
 		if res, err := filepath.EvalSymlinks(e); err == nil {
 			exec[res] = true
 		} else {
@@ -198,6 +214,11 @@ func (r *Registry) RegisterCapsule(name string, p CapsulePolicy) error {
 		}
 	}
 	p.Exec = append([]string(nil), p.Exec...)
+	p.ExecHidden = append([]string(nil), p.ExecHidden...)
+	if p.WorkspaceOwner != nil {
+		o := *p.WorkspaceOwner
+		p.WorkspaceOwner = &o
+	}
 	p.Env = append([]string(nil), p.Env...)
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -102,11 +103,20 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, o
 			path = v
 		}
 	}
-	argv0, err := resolveExec(req.Cmd, path, execOK, literal)
+	var argv0 string
+	switch {
+	case pol.ExecRoot != "":
+		argv0, err = resolveExecInRoot(req.Cmd, path, pol.ExecRoot, pol.ExecHidden, execOK, literal)
+	case pol.Backend == "oci":
+		// Host resolution would check a file the container never runs.
+		err = fmt.Errorf("%w: capsule %q uses the oci backend but its policy has no exec root (the host sets it from the launch profile)", ErrUnavailable, o.capsule)
+	default:
+		argv0, err = resolveExec(req.Cmd, path, execOK, literal)
+	}
 	if err != nil {
 		return nil, err
 	}
-	ws, err := principalWorkspace(pol.Workspace, o)
+	ws, err := principalWorkspace(pol.Workspace, o, pol.WorkspaceOwner)
 	if err != nil {
 		return nil, err
 	}
@@ -218,8 +228,11 @@ func resolveExec(cmd, path string, allowed, literal map[string]bool) (string, er
 
 // principalWorkspace is the principal's own directory under the capsule
 // workspace, created 0700 on first use, so principals never share files.
-// The owner-fallback gets ".owner", a name no principal can have.
-func principalWorkspace(root string, o owner) (string, error) {
+// The owner-fallback gets ".owner", a name no principal can have. With
+// owner set (a user-namespaced sandbox, whose processes are not host
+// root), the directory is given to that uid:gid, checked on every spawn
+// so a policy change (a reload onto another profile) takes effect.
+func principalWorkspace(root string, o owner, own *Owner) (string, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return "", fmt.Errorf("%w: workspace %q: %v", ErrUnavailable, root, err)
 	}
@@ -237,6 +250,15 @@ func principalWorkspace(root string, o owner) (string, error) {
 	}
 	if !fi.IsDir() {
 		return "", fmt.Errorf("%w: principal workspace is not a directory (symlink?)", ErrBoundaryEscape)
+	}
+	if own != nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != own.UID || int(st.Gid) != own.GID {
+			// Lchown: dir was just checked to be no symlink, and its
+			// parent is the host's (0700), so nothing swaps it meanwhile.
+			if err := os.Lchown(dir, own.UID, own.GID); err != nil {
+				return "", fmt.Errorf("%w: principal workspace: giving it to the sandbox's uid %d: %v", ErrUnavailable, own.UID, err)
+			}
+		}
 	}
 	return dir, nil
 }

@@ -68,7 +68,25 @@ type CapsulePolicy struct {
 	Limits sandbox.Limits
 	// Env holds extra KEY=VALUE pairs granted by the operator (rarely used).
 	Env []string
+	// ExecRoot, when set, is the host directory the capsule's processes
+	// see as "/" (the oci backend's launch profile rootfs): Exec entries
+	// are paths inside it, a command is looked up and resolved inside it,
+	// and argv[0] is the in-root path (see execroot.go). Empty: commands
+	// are resolved on the host (local, bwrap).
+	ExecRoot string
+	// ExecHidden lists in-root paths the sandbox mounts over (workspace,
+	// /tmp, /dev, /proc, /sys, the profile's binds and masks): the image's
+	// content there is not what a process would run, so no command may
+	// resolve there. Only with ExecRoot.
+	ExecHidden []string
+	// WorkspaceOwner, when set, owns each principal's workspace directory
+	// (chowned on every spawn): the host uid:gid the sandboxed process
+	// runs as, e.g. a user-namespaced profile's mapped root.
+	WorkspaceOwner *Owner
 }
+
+// Owner is a numeric host uid and gid.
+type Owner struct{ UID, GID int }
 
 // EnvVar is one guest-supplied environment entry.
 type EnvVar struct{ Key, Value string }

@@ -31,13 +31,20 @@ var SuiteWasm []byte
 // Ctor is an engine package's New.
 type Ctor func(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) (engine.Engine, error)
 
-// EngineEnv names the engine the host-level suites (host, capsules e2e,
-// abi-tests) construct their Host with; empty means the default. The
-// wasmtime leg of `make test` sets it to "wasmtime" with -tags wasmtime.
+// EngineEnv, when set, names the engine the host-level suites (host,
+// capsules e2e, abi-tests) construct their Host with.
 const EngineEnv = "CAPSULE_HOST_TEST_ENGINE"
 
-// HostEngine returns the engine name host-level tests should use.
-func HostEngine() string { return os.Getenv(EngineEnv) }
+// HostEngine returns the engine name host-level tests should use: EngineEnv
+// if set, else the engine the build tags select — wasmtime in a
+// -tags wasmtime build (so `go test -tags wasmtime ./host/...` is the
+// wasmtime leg), "" (the host's default, wazero) otherwise.
+func HostEngine() string {
+	if e := os.Getenv(EngineEnv); e != "" {
+		return e
+	}
+	return taggedEngine
+}
 
 const hostModule = "test:h/h@1.0.0"
 

@@ -15,12 +15,15 @@ APT_COMMANDS := runc bwrap busybox wat2wasm gcc
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test deps go-deps vet unit abi-tests capsules verify-capsules bench e2e clean
+.PHONY: all build demo test deps go-deps vet unit abi-tests capsules verify-capsules bench e2e clean
 
 all: build
 
 build:
 	$(GO) build ./...
+
+demo:
+	$(GO) run ./cmd/capsule-host demo
 
 # deps installs the Debian packages the tests need when any is missing.
 deps:

@@ -138,6 +138,12 @@ type OCI struct {
 	Runtimes map[string]string `toml:"runtimes"`
 	// Root is the runtime's state directory (default <state_dir>/oci).
 	Root string `toml:"root"`
+	// Init is the statically linked capsule-oci-init run as each
+	// container's pid 1 (build: gcc -static -Os -o capsule-oci-init
+	// sandbox/oci/init/capsule-oci-init.c). Default: capsule-oci-init
+	// beside the capsule-host binary, else in PATH; without one a
+	// container's process is its pid 1 and ignores a graceful SIGTERM.
+	Init string `toml:"init"`
 }
 
 // Profile is one OCI launch profile, named by manifests
@@ -459,6 +465,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, fail("profiles", "launch profiles need the oci backend in backends.enabled")
 	}
 	c.Backends.OCI.Root = abs(c.Backends.OCI.Root)
+	c.Backends.OCI.Init = abs(c.Backends.OCI.Init)
 	for n, p := range c.Profiles {
 		key := joinKey([]string{"profiles", n})
 		if !profileName.MatchString(n) {

@@ -96,5 +96,12 @@ func newOCI(cfg *config.Config) (sandbox.Backend, error) {
 		}
 		profiles[n] = op
 	}
-	return oci.New(oci.Options{Root: cfg.Backends.OCI.Root, Profiles: profiles, Runtimes: rts})
+	if p := cfg.Backends.OCI.Init; p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("backends.oci.init: %w (build it: gcc -static -Os -o capsule-oci-init sandbox/oci/init/capsule-oci-init.c)", err)
+		}
+	}
+	// Init "" lets the backend find capsule-oci-init beside this binary
+	// or in PATH; a configured one must exist and be static (New checks).
+	return oci.New(oci.Options{Root: cfg.Backends.OCI.Root, Profiles: profiles, Runtimes: rts, Init: cfg.Backends.OCI.Init})
 }

@@ -26,15 +26,17 @@ func capsulesDir(t testing.TB) string {
 }
 
 type env struct {
-	t *testing.T
-	h *host.Host
+	t   *testing.T
+	h   *host.Host
+	reg *registry.Registry
 }
 
 // newEnv starts a Host on the real registry and local backend and loads
 // the named capsules from their committed directories.
 func newEnv(t *testing.T, capsules ...string) *env {
 	t.Helper()
-	return &env{t: t, h: newHost(t, capsules...)}
+	h, reg := newHostReg(t, capsules...)
+	return &env{t: t, h: h, reg: reg}
 }
 
 // newBenchEnv is newEnv for benchmarks.
@@ -43,6 +45,14 @@ func newBenchEnv(b *testing.B, capsules ...string) *host.Host {
 }
 
 func newHost(t testing.TB, capsules ...string) *host.Host {
+	t.Helper()
+	h, _ := newHostReg(t, capsules...)
+	return h
+}
+
+// newHostReg is newHost that also returns the registry, for tests that
+// shut it down themselves (the hammer's leak checks).
+func newHostReg(t testing.TB, capsules ...string) (*host.Host, *registry.Registry) {
 	t.Helper()
 	b, err := local.New(local.Options{})
 	if err != nil {
@@ -75,7 +85,7 @@ func newHost(t testing.TB, capsules ...string) *host.Host {
 			t.Fatalf("load %s: %v", c, err)
 		}
 	}
-	return h
+	return h, reg
 }
 
 // call runs a tool as principal and decodes its JSON output into out

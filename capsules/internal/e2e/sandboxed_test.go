@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,8 +76,9 @@ func ociInit(t *testing.T) string {
 }
 
 // testcapAs writes a capsule directory holding the committed testcap
-// module (its sha256 computed here) under a manifest with capabilities.
-func testcapAs(t *testing.T, capabilities string) string {
+// module (its sha256 computed here) under a manifest naming it name, with
+// capabilities.
+func testcapAs(t *testing.T, name, capabilities string) string {
 	t.Helper()
 	wasm, err := os.ReadFile(filepath.Join(capsulesDir(t), "testcap", "testcap.wasm"))
 	if err != nil {
@@ -87,7 +90,7 @@ func testcapAs(t *testing.T, capabilities string) string {
 	}
 	sum := sha256.Sum256(wasm)
 	m := fmt.Sprintf(`[capsule]
-name = "testcap"
+name = %q
 version = "1.0.0"
 module = "testcap.wasm"
 sha256 = %q
@@ -100,7 +103,7 @@ sha256 = %q
 [pool]
 min_idle = 3
 max = 8
-`, hex.EncodeToString(sum[:]), capabilities)
+`, name, hex.EncodeToString(sum[:]), capabilities)
 	if err := os.WriteFile(filepath.Join(dir, "Capsule.toml"), []byte(m), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -108,10 +111,10 @@ max = 8
 }
 
 // sandboxEnv is a Host whose registry has the local backend plus the
-// given sandboxed one, with testcap loaded from capsuleDir. The host
+// given sandboxed one, with the capsules in capsuleDirs loaded. The host
 // derives the launch profiles from the registry's oci backend itself, as
-// the daemon's does.
-func sandboxEnv(t *testing.T, stateDir, name string, be sandbox.Backend, capsuleDir string) *env {
+// the daemon's does. mut (optional) adjusts the host config.
+func sandboxEnv(t *testing.T, stateDir, name string, be sandbox.Backend, mut func(*host.Config), capsuleDirs ...string) *env {
 	t.Helper()
 	lb, err := local.New(local.Options{})
 	if err != nil {
@@ -127,7 +130,7 @@ func sandboxEnv(t *testing.T, stateDir, name string, be sandbox.Backend, capsule
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { reg.Shutdown(context.Background()) })
-	h, err := host.New(context.Background(), host.Config{
+	cfg := host.Config{
 		Engine:      enginetest.HostEngine(),
 		CacheDir:    cacheDir,
 		Registry:    reg,
@@ -135,13 +138,19 @@ func sandboxEnv(t *testing.T, stateDir, name string, be sandbox.Backend, capsule
 		Logger:      logger,
 		CallTimeout: 30 * time.Second,
 		Backends:    []string{"local", name},
-	})
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	h, err := host.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
-	if _, err := h.Load(context.Background(), capsuleDir); err != nil {
-		t.Fatalf("load: %v", err)
+	for _, d := range capsuleDirs {
+		if _, err := h.Load(context.Background(), d); err != nil {
+			t.Fatalf("load %s: %v", d, err)
+		}
 	}
 	return &env{t: t, h: h}
 }
@@ -226,7 +235,7 @@ func TestSandboxedOCI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := sandboxEnv(t, state, "oci", be, testcapAs(t, `exec = ["/bin/sh"]
+	e := sandboxEnv(t, state, "oci", be, nil, testcapAs(t, "testcap", `exec = ["/bin/sh"]
 allow_persistent = true
 backend = "oci"
 profile = "test"
@@ -281,6 +290,10 @@ func hostDir(t *testing.T, pattern string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
+	// The sandbox reports real paths (pwd): compare against those.
+	if r, err := filepath.EvalSymlinks(d); err == nil {
+		d = r
+	}
 	return d
 }
 
@@ -302,7 +315,7 @@ func TestSandboxedBwrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := sandboxEnv(t, state, "bwrap", be, testcapAs(t, `exec = ["/bin/sh"]
+	e := sandboxEnv(t, state, "bwrap", be, nil, testcapAs(t, "testcap", `exec = ["/bin/sh"]
 allow_persistent = true
 backend = "bwrap"
 `))
@@ -340,5 +353,60 @@ backend = "bwrap"
 	}
 	if !strings.Contains(string(r.Stderr), "Read-only file system") {
 		t.Errorf("stderr %q: want read-only refusals", r.Stderr)
+	}
+}
+
+// The network reaches a sandboxed process only when the manifest asks and
+// the host allows: a listener on the host's 127.0.0.1 is reachable from
+// the granted capsule's bwrap sandbox, not from the other's, on one host.
+func TestSandboxedBwrapNetwork(t *testing.T) {
+	needRoot(t, "bwrap", "busybox")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello-from-host\n"))
+			c.Close()
+		}
+	}()
+	state := hostDir(t, "capsule-e2e-state-")
+	be, err := bwrap.New(bwrap.Options{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const caps = "exec = [\"/bin/sh\"]\nbackend = \"bwrap\"\n"
+	e := sandboxEnv(t, state, "bwrap", be, func(c *host.Config) { c.AllowNetwork = true },
+		testcapAs(t, "testcap", caps+"network = true\n"), testcapAs(t, "offline", caps))
+	busybox, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect := sh(fmt.Sprintf("%s nc -w 3 127.0.0.1 %d </dev/null; echo rc=$?", busybox, ln.Addr().(*net.TCPAddr).Port))
+	for _, tt := range []struct {
+		capsule string
+		reach   bool
+	}{{"testcap", true}, {"offline", false}} {
+		var r resp[process.ProcessResult]
+		e.call("alice", tt.capsule, "spawn", connect, &r)
+		if r.Error != nil {
+			t.Fatalf("%s: %v", tt.capsule, r.Error)
+		}
+		got := strings.Contains(string(r.OK.Stdout), "hello-from-host")
+		if got != tt.reach {
+			t.Errorf("%s (network granted: %v) reached the host listener: %v (%q %q)", tt.capsule, tt.reach, got, r.OK.Stdout, r.OK.Stderr)
+		}
+	}
+	// Without allow_network the manifest's request is refused at load.
+	e2 := sandboxEnv(t, hostDir(t, "capsule-e2e-state-"), "bwrap", be, nil)
+	if _, err := e2.h.Load(context.Background(), testcapAs(t, "testcap", caps+"network = true\n")); !errors.Is(err, host.ErrPolicy) ||
+		!strings.Contains(err.Error(), "capabilities.network: network access is not allowed on this host") {
+		t.Errorf("network without allow_network: %v", err)
 	}
 }

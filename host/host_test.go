@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,49 +17,23 @@ import (
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/engine/enginetest"
 	"github.com/capsule-host/capsule-host/host/manifest"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/local"
 )
 
-// syncBuf is a goroutine-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type env struct {
 	h   *host.Host
 	reg *registry.Registry
-	log *syncBuf
+	log *testutil.SyncBuffer
 }
 
 // cacheDir is shared by every Host in the test binary, so a Go guest is
 // compiled once per run, not once per test.
 var cacheDir string
 
-func TestMain(m *testing.M) {
-	d, err := os.MkdirTemp("", "host-test-cache-")
-	if err != nil {
-		panic(err)
-	}
-	cacheDir = d
-	code := m.Run()
-	os.RemoveAll(d)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithTempDir(m, "host-test-cache-", &cacheDir)) }
 
 func newRegistry(t testing.TB) *registry.Registry {
 	t.Helper()
@@ -82,7 +55,7 @@ func newRegistry(t testing.TB) *registry.Registry {
 
 func newHost(t testing.TB, mod func(*host.Config)) *env {
 	t.Helper()
-	e := &env{reg: newRegistry(t), log: &syncBuf{}}
+	e := &env{reg: newRegistry(t), log: &testutil.SyncBuffer{}}
 	cfg := host.Config{
 		Engine:      enginetest.HostEngine(), // "" (wazero) unless the wasmtime leg sets it
 		Registry:    e.reg,

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 // Every ID-keyed call on an ID the caller does not own, or that does not
@@ -325,28 +327,10 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Raw IDs never reach the log; every line about a process names its
 // capsule, principal and short hash.
 func TestLogsCarryOwnerNeverID(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.SyncBuffer
 	e := newEnv(t, func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host/config"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 // testDaemon is a daemon started in this test process on a temporary
@@ -25,31 +26,9 @@ type testDaemon struct {
 	sock, tcp string
 	cfg       *config.Config
 	rt        *daemon.Runtime
-	logs      *syncBuffer
+	logs      *testutil.SyncBuffer
 	done      chan error
 	cancel    context.CancelFunc
-}
-
-type syncBuffer struct {
-	mu  chanMutex
-	buf strings.Builder
-}
-
-type chanMutex chan struct{}
-
-func (m chanMutex) lock()   { m <- struct{}{} }
-func (m chanMutex) unlock() { <-m }
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.lock()
-	defer b.mu.unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.lock()
-	defer b.mu.unlock()
-	return b.buf.String()
 }
 
 func testcapDir(t testing.TB) string {
@@ -77,7 +56,7 @@ func startDaemon(t testing.TB, mutate func(*config.Config)) *testDaemon {
 	if mutate != nil {
 		mutate(cfg)
 	}
-	d := &testDaemon{sock: cfg.Socket, cfg: cfg, logs: &syncBuffer{mu: make(chanMutex, 1)}, done: make(chan error, 1)}
+	d := &testDaemon{sock: cfg.Socket, cfg: cfg, logs: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	lg := slog.New(daemon.NewRedactHandler(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel

@@ -20,6 +20,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/capsule-host/capsule-host/host/internal/stricttoml"
 )
 
 // ErrInvalid is the class of every configuration error.
@@ -367,9 +369,10 @@ var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 // resolving relative paths).
 func Parse(file string, data []byte) (*Config, error) {
 	c := &Config{}
-	lines, err := decodeStrict(file, data, c)
-	if err != nil {
-		return nil, err
+	// Strict: a key Config has no field for is an error, not ignored.
+	lines, prob := stricttoml.Decode(string(data), c)
+	if prob != nil {
+		return nil, &Error{File: file, Line: prob.Line, Key: prob.Key, Msg: prob.Msg}
 	}
 	c.Path = file
 	base := filepath.Dir(file)
@@ -377,7 +380,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		base = abs
 	}
 	fail := func(key, format string, a ...any) error {
-		return &Error{File: file, Line: lines.find(key), Key: key, Msg: fmt.Sprintf(format, a...)}
+		return &Error{File: file, Line: lines.Find(key), Key: key, Msg: fmt.Sprintf(format, a...)}
 	}
 	abs := func(p string) string {
 		if p == "" || filepath.IsAbs(p) {
@@ -418,7 +421,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		key := joinKey([]string{"principals", n})
+		key := stricttoml.Key("principals", n)
 		if !principalName.MatchString(n) {
 			return nil, fail(key, "invalid principal name %q", n)
 		}
@@ -467,7 +470,7 @@ func Parse(file string, data []byte) (*Config, error) {
 	c.Backends.OCI.Root = abs(c.Backends.OCI.Root)
 	c.Backends.OCI.Init = abs(c.Backends.OCI.Init)
 	for n, p := range c.Profiles {
-		key := joinKey([]string{"profiles", n})
+		key := stricttoml.Key("profiles", n)
 		if !profileName.MatchString(n) {
 			return nil, fail(key, "invalid profile name %q (lowercase letters, digits, - and _)", n)
 		}

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
+	"github.com/capsule-host/capsule-host/host/internal/stricttoml"
 )
 
 // FileName is the manifest's name inside a capsule directory.
@@ -72,7 +72,7 @@ type Manifest struct {
 	Limits       Limits
 	Pool         Pool
 
-	lines map[string]int
+	lines stricttoml.Lines
 }
 
 // Capabilities is the [capabilities] table.
@@ -135,18 +135,17 @@ func Load(dir string) (*Manifest, error) {
 // Parse validates the manifest text; file names it in errors and locates
 // the capsule directory.
 func Parse(file string, data []byte) (*Manifest, error) {
-	var tree map[string]any
-	if _, err := toml.Decode(string(data), &tree); err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
+	tree, lines, prob := stricttoml.DecodeTree(string(data))
+	if prob != nil {
+		if prob.Syntax {
 			// LastKey is the last key parsed, often not the faulty one:
 			// the position is what locates a syntax error.
-			return nil, &Error{File: file, Line: pe.Position.Line, Msg: "TOML syntax: " + pe.Message}
+			return nil, &Error{File: file, Line: prob.Line, Msg: "TOML syntax: " + prob.Msg}
 		}
-		return nil, &Error{File: file, Line: 0, Msg: "TOML: " + err.Error()}
+		return nil, &Error{File: file, Line: prob.Line, Key: prob.Key, Msg: "TOML: " + prob.Msg}
 	}
-	p := &parser{file: file, lines: keyLines(string(data))}
-	m := &Manifest{File: file, Dir: filepath.Dir(file), lines: p.lines}
+	p := &parser{file: file, lines: lines}
+	m := &Manifest{File: file, Dir: filepath.Dir(file), lines: lines}
 	if err := p.manifest(tree, m); err != nil {
 		return nil, err
 	}
@@ -155,19 +154,7 @@ func Parse(file string, data []byte) (*Manifest, error) {
 
 // Line returns the line of a dotted key ("limits.max_pids"), or of its
 // table when the key is absent, or 0.
-func (m *Manifest) Line(key string) int {
-	for k := key; k != ""; {
-		if l, ok := m.lines[k]; ok {
-			return l
-		}
-		i := strings.LastIndexByte(k, '.')
-		if i < 0 {
-			break
-		}
-		k = k[:i]
-	}
-	return 0
-}
+func (m *Manifest) Line(key string) int { return m.lines.Find(key) }
 
 // Errorf builds an *Error about key, positioned in this manifest, for
 // checks made outside this package (host ceilings, backends).
@@ -199,23 +186,11 @@ func within(dir, p string) bool {
 
 type parser struct {
 	file  string
-	lines map[string]int
+	lines stricttoml.Lines
 }
 
 func (p *parser) errf(key, format string, args ...any) error {
-	line := 0
-	for k := key; k != ""; {
-		if l, ok := p.lines[k]; ok {
-			line = l
-			break
-		}
-		i := strings.LastIndexByte(k, '.')
-		if i < 0 {
-			break
-		}
-		k = k[:i]
-	}
-	return &Error{File: p.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)}
+	return &Error{File: p.file, Line: p.lines.Find(key), Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
 // field is one schema entry: how to check a value found under a key.
@@ -260,15 +235,9 @@ func (p *parser) table(prefix string, tbl map[string]any, schema map[string]fiel
 
 func (p *parser) lineOf(prefix, k string) int { return p.lines[join(prefix, k)] }
 
-func join(prefix, k string) string {
-	if witPkgRE.MatchString(k) || strings.ContainsAny(k, `. "`) {
-		k = `"` + k + `"`
-	}
-	if prefix == "" {
-		return k
-	}
-	return prefix + "." + k
-}
+// join is the canonical dotted key of k in table prefix, the form the
+// scanned lines use: `imports."capsule:process"`.
+func join(prefix, k string) string { return stricttoml.Join(prefix, k) }
 
 func known(schema map[string]field) string {
 	ks := make([]string, 0, len(schema))
@@ -503,137 +472,4 @@ func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 		return p.errf("capabilities.profile", "a launch profile needs backend = \"oci\" (backend is %q)", m.Capabilities.Backend)
 	}
 	return nil
-}
-
-// keyLines maps each dotted key (and table header) to the line it is
-// defined on. BurntSushi's MetaData keeps key positions private, so the
-// manifest's simple shape (tables of key = value) is scanned here; a key
-// the scanner misses falls back to its table's line.
-func keyLines(src string) map[string]int {
-	lines := map[string]int{}
-	table := ""
-	depth := 0 // open [ ... ] value arrays spanning lines
-	for i, raw := range strings.Split(src, "\n") {
-		ln := i + 1
-		s := strings.TrimSpace(stripComment(raw))
-		if s == "" {
-			continue
-		}
-		if depth > 0 {
-			depth += strings.Count(s, "[") - strings.Count(s, "]")
-			continue
-		}
-		if strings.HasPrefix(s, "[") && !strings.HasPrefix(s, "[[") {
-			if j := strings.LastIndexByte(s, ']'); j > 0 {
-				table = normKey(s[1:j])
-				if _, ok := lines[table]; !ok {
-					lines[table] = ln
-				}
-			}
-			continue
-		}
-		eq := keyEnd(s)
-		if eq < 0 {
-			continue
-		}
-		k := normKey(s[:eq])
-		if table != "" {
-			k = table + "." + k
-		}
-		if _, ok := lines[k]; !ok {
-			lines[k] = ln
-		}
-		val := s[eq+1:]
-		depth = strings.Count(val, "[") - strings.Count(val, "]")
-		if depth < 0 {
-			depth = 0
-		}
-	}
-	return lines
-}
-
-// keyEnd returns the index of the '=' ending a key, skipping quoted parts.
-func keyEnd(s string) int {
-	var q byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case q != 0:
-			if c == q {
-				q = 0
-			}
-		case c == '"' || c == '\'':
-			q = c
-		case c == '=':
-			return i
-		}
-	}
-	return -1
-}
-
-// normKey turns `a . "b.c"` into the canonical dotted form used by join.
-func normKey(s string) string {
-	var parts []string
-	var cur strings.Builder
-	var q byte
-	quoted := false
-	flush := func() {
-		p := strings.TrimSpace(cur.String())
-		if quoted || witPkgRE.MatchString(p) || strings.ContainsAny(p, `. "`) {
-			p = `"` + p + `"`
-		}
-		parts = append(parts, p)
-		cur.Reset()
-		quoted = false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case q != 0:
-			if c == q {
-				q = 0
-			} else {
-				cur.WriteByte(c)
-			}
-		case c == '"' || c == '\'':
-			q = c
-			quoted = true
-		case c == '.':
-			flush()
-		case c == ' ' || c == '\t':
-		default:
-			cur.WriteByte(c)
-		}
-	}
-	flush()
-	// A quoted key that needs no quotes is the same key unquoted.
-	for i, p := range parts {
-		if strings.HasPrefix(p, `"`) {
-			in := p[1 : len(p)-1]
-			if !witPkgRE.MatchString(in) && !strings.ContainsAny(in, `. "`) {
-				parts[i] = in
-			}
-		}
-	}
-	return strings.Join(parts, ".")
-}
-
-func stripComment(s string) string {
-	var q byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case q != 0:
-			if c == '\\' && q == '"' {
-				i++
-			} else if c == q {
-				q = 0
-			}
-		case c == '"' || c == '\'':
-			q = c
-		case c == '#':
-			return s[:i]
-		}
-	}
-	return s
 }

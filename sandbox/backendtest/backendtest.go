@@ -32,6 +32,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
@@ -201,25 +202,33 @@ func (s *suite) wait(t testing.TB, h sandbox.Handle) sandbox.Exit {
 	return e
 }
 
-// readAll reads a whole stream from offset 0, failing on any drop.
-func readAll(t testing.TB, l *sandbox.OutputLog) []byte {
+// ReadAll reads a whole stream from offset 0 and returns it with the
+// number of bytes the log reported dropped on the way.
+func ReadAll(t testing.TB, l *sandbox.OutputLog) (data []byte, dropped int64) {
 	t.Helper()
-	var out []byte
 	var off int64
 	for {
 		c, err := l.ReadFrom(off, 1<<20)
 		if err != nil {
 			t.Fatalf("ReadFrom(%d): %v", off, err)
 		}
-		if c.Dropped != 0 {
-			t.Fatalf("ReadFrom(%d): %d bytes dropped", off, c.Dropped)
-		}
-		out = append(out, c.Data...)
+		dropped += c.Dropped
+		data = append(data, c.Data...)
 		off = c.Next
 		if c.EOF || len(c.Data) == 0 {
-			return out
+			return data, dropped
 		}
 	}
+}
+
+// readAll is ReadAll failing on any drop.
+func readAll(t testing.TB, l *sandbox.OutputLog) []byte {
+	t.Helper()
+	b, dropped := ReadAll(t, l)
+	if dropped != 0 {
+		t.Fatalf("%d bytes dropped", dropped)
+	}
+	return b
 }
 
 // waitOutput waits until the stream contains want.
@@ -265,7 +274,7 @@ func hostProcsWith(marker string) []int {
 func (s *suite) checkNoZombies(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
-		z := zombies()
+		z := testutil.ZombieChildren()
 		if len(z) == 0 {
 			return
 		}
@@ -275,30 +284,6 @@ func (s *suite) checkNoZombies(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func zombies() []string {
-	me := strconv.Itoa(os.Getpid())
-	ents, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 2 && f[0] == "Z" && f[1] == me {
-			out = append(out, e.Name()+string(b[:i+1]))
-		}
-	}
-	return out
 }
 
 func testExitStatus(t *testing.T, s *suite) {

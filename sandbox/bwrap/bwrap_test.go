@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/backendtest"
 )
 
 const bb = "/bin/busybox"
@@ -100,19 +101,8 @@ func run(t *testing.T, e *env, spec sandbox.ProcessSpec) (string, string, sandbo
 
 func readAll(t testing.TB, l *sandbox.OutputLog) string {
 	t.Helper()
-	var out []byte
-	off := int64(0)
-	for {
-		c, err := l.ReadFrom(off, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c.Data...)
-		off = c.Next
-		if c.EOF || len(c.Data) == 0 {
-			return string(out)
-		}
-	}
+	b, _ := backendtest.ReadAll(t, l)
+	return string(b)
 }
 
 func TestExitCodeAndOutput(t *testing.T) {
@@ -165,23 +155,9 @@ echo t > /tmp/t && echo tmp-ok`, outside, e.home)
 }
 
 func TestEscapeNetwork(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("HELLO-FROM-HOST\n"))
-			c.Close()
-		}
-	}()
+	port, _ := testutil.Greeter(t, "HELLO-FROM-HOST\n")
 	e := newEnv(t)
-	script := fmt.Sprintf("%s nc -w 2 127.0.0.1 %d </dev/null; echo rc=$?", bb, ln.Addr().(*net.TCPAddr).Port)
+	script := fmt.Sprintf("%s nc -w 2 127.0.0.1 %d </dev/null; echo rc=$?", bb, port)
 	out, _, _ := run(t, e, e.spec(script))
 	if strings.Contains(out, "HELLO-FROM-HOST") {
 		t.Fatalf("reached the host loopback without the network: %q", out)

@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/backendtest"
 	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
@@ -177,7 +179,7 @@ func TestOrphanReapedWhileRunning(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		z := zombieChildren()
+		z := testutil.ZombieChildren()
 		if len(z) == 0 {
 			break
 		}
@@ -186,36 +188,6 @@ func TestOrphanReapedWhileRunning(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func zombieChildren() []string {
-	me := []byte(" " + itoa(os.Getpid()) + " ")
-	ents, _ := os.ReadDir("/proc")
-	var out []string
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i > 0 && strings.HasPrefix(string(b[i+1:]), " Z"+string(me)) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
-
-func itoa(n int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(n)) }
-
-func fmtInt(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; n > 0; n /= 10 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-	}
-	return string(b)
 }
 
 func TestSpawnErrorThroughHelper(t *testing.T) {
@@ -413,7 +385,7 @@ func TestSweepStaleHostGroups(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(itoa(cmd.Process.Pid)), 0); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
 		cmd.Process.Kill()
 		t.Fatal(err)
 	}

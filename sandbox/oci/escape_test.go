@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
@@ -75,34 +75,10 @@ echo tmp > /tmp/t && echo tmp-ok`
 	}
 }
 
-// listen returns a host loopback listener and a channel that receives a
-// value for every accepted connection.
-func listen(t *testing.T) (int, <-chan struct{}) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	got := make(chan struct{}, 16)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("HELLO-FROM-HOST\n"))
-			c.Close()
-			got <- struct{}{}
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, got
-}
-
 func TestEscapeNetwork(t *testing.T) { eachRuntime(t, testEscapeNetwork) }
 
 func testEscapeNetwork(t *testing.T, rt func(*Options)) {
-	port, got := listen(t)
+	port, got := testutil.Greeter(t, "HELLO-FROM-HOST\n")
 	script := fmt.Sprintf("nc -w 2 127.0.0.1 %d </dev/null; echo rc=$?", port)
 	t.Run("none", func(t *testing.T) {
 		e := newEnv(t, rt)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/backendtest"
 	"github.com/capsule-host/capsule-host/sandbox/oci/rootfs"
 )
 
@@ -146,17 +147,6 @@ func (e *env) spec(argv ...string) sandbox.ProcessSpec {
 
 func readAll(t testing.TB, l *sandbox.OutputLog) string {
 	t.Helper()
-	var out []byte
-	off := int64(0)
-	for {
-		c, err := l.ReadFrom(off, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c.Data...)
-		off = c.Next
-		if c.EOF || len(c.Data) == 0 {
-			return string(out)
-		}
-	}
+	b, _ := backendtest.ReadAll(t, l)
+	return string(b)
 }

@@ -3,6 +3,8 @@ package e2e
 import (
 	"os"
 	"testing"
+
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 // cacheDir is the compiled-module cache shared by every Host in this test
@@ -10,13 +12,4 @@ import (
 // (wasmtime compiles a Go guest in 1–5 s here; see docs/rfc/engines.md).
 var cacheDir string
 
-func TestMain(m *testing.M) {
-	d, err := os.MkdirTemp("", "e2e-module-cache-")
-	if err != nil {
-		panic(err)
-	}
-	cacheDir = d
-	code := m.Run()
-	os.RemoveAll(d)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testutil.RunWithTempDir(m, "e2e-module-cache-", &cacheDir)) }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/capsule-host/capsule-host/capsules/sdk/process"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/engine/enginetest"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/bwrap"
@@ -361,21 +361,7 @@ backend = "bwrap"
 // the granted capsule's bwrap sandbox, not from the other's, on one host.
 func TestSandboxedBwrapNetwork(t *testing.T) {
 	needRoot(t, "bwrap", "busybox")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("hello-from-host\n"))
-			c.Close()
-		}
-	}()
+	port, _ := testutil.Greeter(t, "hello-from-host\n")
 	state := hostDir(t, "capsule-e2e-state-")
 	be, err := bwrap.New(bwrap.Options{StateDir: state})
 	if err != nil {
@@ -388,7 +374,7 @@ func TestSandboxedBwrapNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	connect := sh(fmt.Sprintf("%s nc -w 3 127.0.0.1 %d </dev/null; echo rc=$?", busybox, ln.Addr().(*net.TCPAddr).Port))
+	connect := sh(fmt.Sprintf("%s nc -w 3 127.0.0.1 %d </dev/null; echo rc=$?", busybox, port))
 	for _, tt := range []struct {
 		capsule string
 		reach   bool

@@ -13,6 +13,7 @@ package process
 
 import (
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/abi"
+	"github.com/capsule-host/capsule-host/capsules/sdk/internal/proccore"
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/wire"
 )
 
@@ -98,10 +99,8 @@ func ParseSignal(name string) (Signal, bool) { return wire.ParseSignal(name) }
 // Ptr returns &v, for the optional fields of requests and options.
 func Ptr[T any](v T) *T { return &v }
 
-// ec is this version's error-code layout and case count.
-var ec = wire.LErrorCode11
-
-const cases = 14
+// v11 is this version's error-code.
+var v11 = &proccore.Version{EC: wire.LErrorCode11, Cases: 14}
 
 // Result layouts of the functions, by ok payload.
 var (
@@ -111,37 +110,10 @@ var (
 	lList   = abi.List()
 )
 
-func result[T any](s *abi.Scope, ret []byte, ok *abi.Type, lift func(*abi.Lifter, []byte, uint32) T) (T, error) {
-	return wire.LiftResult(s, ret, ok, ec, cases, lift)
-}
-
-// retArea allocates the return area of result<ok, error-code>.
-func retArea(s *abi.Scope, ok *abi.Type) (uint32, []byte) {
-	size, align, _ := wire.ResultShape(ok, ec)
-	return s.Alloc(size, align)
-}
-
-func liftProcessResult(l *abi.Lifter, b []byte, off uint32) ProcessResult {
-	return wire.LiftProcessResult(l, b, off)
-}
-
-func liftU32(_ *abi.Lifter, b []byte, off uint32) uint32 { return abi.GetU32(b, off) }
-
 func liftString(l *abi.Lifter, b []byte, off uint32) string { return l.String(b, off, "string") }
 
 // Spawn runs a process to completion and returns its output.
-func Spawn(req SpawnRequest) (ProcessResult, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	f := wire.FlatSpawnRequest(s, &req)
-	ok := &wire.LProcessResult
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impSpawn(uint32(f[0]), uint32(f[1]), uint32(f[2]), uint32(f[3]), uint32(f[4]), uint32(f[5]), uint32(f[6]),
-		uint32(f[7]), uint32(f[8]), uint32(f[9]), uint32(f[10]), uint32(f[11]), uint32(f[12]), f[13], rp)
-	s.Leave()
-	return result(s, rb, ok, liftProcessResult)
-}
+func Spawn(req SpawnRequest) (ProcessResult, error) { return proccore.Spawn(v11, &req, impSpawn) }
 
 // Handle is an instance-scoped process handle: owning (SpawnBackground,
 // dropping kills) or a view (Attach, dropping detaches). It is valid only
@@ -150,15 +122,7 @@ type Handle struct{ h uint32 }
 
 // SpawnBackground starts a process owned by this instance.
 func SpawnBackground(req SpawnRequest) (*Handle, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	f := wire.FlatSpawnRequest(s, &req)
-	rp, rb := retArea(s, &lHandle)
-	s.Enter()
-	impSpawnBackground(uint32(f[0]), uint32(f[1]), uint32(f[2]), uint32(f[3]), uint32(f[4]), uint32(f[5]), uint32(f[6]),
-		uint32(f[7]), uint32(f[8]), uint32(f[9]), uint32(f[10]), uint32(f[11]), uint32(f[12]), f[13], rp)
-	s.Leave()
-	h, err := result(s, rb, &lHandle, liftU32)
+	h, err := proccore.SpawnBackground(v11, &req, impSpawnBackground)
 	if err != nil {
 		return nil, err
 	}
@@ -174,11 +138,7 @@ func SpawnPersistent(req SpawnRequest, opts PersistOptions) (ID, error) {
 	pp, pb := s.Alloc(t.Size, t.Align)
 	wire.StoreSpawnRequest(s, pb, t.Offs[0], &req)
 	wire.StorePersistOptions(s, pb, t.Offs[1], &opts)
-	rp, rb := retArea(s, &lID)
-	s.Enter()
-	impSpawnPersistent(pp, rp)
-	s.Leave()
-	return result(s, rb, &lID, liftString)
+	return proccore.Call(v11, s, &lID, liftString, func(rp uint32) { impSpawnPersistent(pp, rp) })
 }
 
 // Attach returns a view handle on a persistent process.
@@ -186,11 +146,7 @@ func Attach(id ID) (*Handle, error) {
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Str(id)
-	rp, rb := retArea(s, &lHandle)
-	s.Enter()
-	impAttach(ip, il, rp)
-	s.Leave()
-	h, err := result(s, rb, &lHandle, liftU32)
+	h, err := proccore.Call(v11, s, &lHandle, proccore.LiftU32, func(rp uint32) { impAttach(ip, il, rp) })
 	if err != nil {
 		return nil, err
 	}
@@ -207,11 +163,7 @@ func ListProcesses(labelFilter *string) ([]ProcessInfo, error) {
 		d = 1
 		p, n = s.Str(*labelFilter)
 	}
-	rp, rb := retArea(s, &lList)
-	s.Enter()
-	impListProcesses(d, p, n, rp)
-	s.Leave()
-	return result(s, rb, &lList, wire.LiftProcessInfos)
+	return proccore.Call(v11, s, &lList, wire.LiftProcessInfos, func(rp uint32) { impListProcesses(d, p, n, rp) })
 }
 
 // Status is a snapshot of one process.
@@ -219,12 +171,7 @@ func Status(id ID) (ProcessInfo, error) {
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Str(id)
-	ok := &wire.LProcessInfo
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impStatus(ip, il, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftProcessInfo)
+	return proccore.Call(v11, s, &wire.LProcessInfo, wire.LiftProcessInfo, func(rp uint32) { impStatus(ip, il, rp) })
 }
 
 // StatusMany snapshots several processes; unknown IDs are absent.
@@ -232,11 +179,7 @@ func StatusMany(ids []ID) ([]ProcessInfo, error) {
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Strs(ids)
-	rp, rb := retArea(s, &lList)
-	s.Enter()
-	impStatusMany(ip, il, rp)
-	s.Leave()
-	return result(s, rb, &lList, wire.LiftProcessInfos)
+	return proccore.Call(v11, s, &lList, wire.LiftProcessInfos, func(rp uint32) { impStatusMany(ip, il, rp) })
 }
 
 // ReadSince reads one stream from cursor (nil: the start) without
@@ -250,12 +193,9 @@ func ReadSince(id ID, stream LogStream, cursor *string, maxBytes uint32) (LogChu
 		d = 1
 		cp, cl = s.Str(*cursor)
 	}
-	ok := &wire.LLogChunk
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impReadSince(ip, il, uint32(stream), d, cp, cl, maxBytes, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftLogChunk)
+	return proccore.Call(v11, s, &wire.LLogChunk, wire.LiftLogChunk, func(rp uint32) {
+		impReadSince(ip, il, uint32(stream), d, cp, cl, maxBytes, rp)
+	})
 }
 
 // ReadLogs drains both streams through the process's drain cursor.
@@ -263,12 +203,7 @@ func ReadLogs(id ID) (ReadLogsResult, error) {
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Str(id)
-	ok := &wire.LReadLogsResult
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impReadLogs(ip, il, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftReadLogsResult)
+	return proccore.Call(v11, s, &wire.LReadLogsResult, wire.LiftReadLogsResult, func(rp uint32) { impReadLogs(ip, il, rp) })
 }
 
 // WriteStdin writes all of data (at most 1 MiB) or fails.
@@ -277,21 +212,7 @@ func WriteStdin(id ID, data []byte) (uint32, error) {
 	defer s.Free()
 	ip, il := s.Str(id)
 	dp, dl := s.Bytes(data)
-	rp, rb := retArea(s, &lU32)
-	s.Enter()
-	impWriteStdin(ip, il, dp, dl, rp)
-	s.Leave()
-	return result(s, rb, &lU32, liftU32)
-}
-
-// unit runs an import returning result<_, error-code>.
-func unit(s *abi.Scope, call func(ret uint32)) error {
-	rp, rb := retArea(s, nil)
-	s.Enter()
-	call(rp)
-	s.Leave()
-	_, err := result[struct{}](s, rb, nil, nil)
-	return err
+	return proccore.Call(v11, s, &lU32, proccore.LiftU32, func(rp uint32) { impWriteStdin(ip, il, dp, dl, rp) })
 }
 
 // CloseStdin closes stdin; idempotent.
@@ -299,7 +220,7 @@ func CloseStdin(id ID) error {
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Str(id)
-	return unit(s, func(rp uint32) { impCloseStdin(ip, il, rp) })
+	return proccore.Unit(v11, s, func(rp uint32) { impCloseStdin(ip, il, rp) })
 }
 
 // SendSignal sends sig to the process group.
@@ -307,7 +228,7 @@ func SendSignal(id ID, sig Signal) error {
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Str(id)
-	return unit(s, func(rp uint32) { impSignal(ip, il, uint32(sig), rp) })
+	return proccore.Unit(v11, s, func(rp uint32) { impSignal(ip, il, uint32(sig), rp) })
 }
 
 // Wait waits up to timeoutMS (capped by the host) for the exit.
@@ -315,12 +236,7 @@ func Wait(id ID, timeoutMS uint64) (ExitInfo, error) {
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Str(id)
-	ok := &wire.LExitInfo
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impWait(ip, il, timeoutMS, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftExitInfo)
+	return proccore.Call(v11, s, &wire.LExitInfo, wire.LiftExitInfo, func(rp uint32) { impWait(ip, il, timeoutMS, rp) })
 }
 
 // Stop sends SIGTERM, waits up to graceMS (nil: host default), then
@@ -329,17 +245,8 @@ func Stop(id ID, graceMS *uint64) (ExitInfo, error) {
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Str(id)
-	var d uint32
-	var g uint64
-	if graceMS != nil {
-		d, g = 1, *graceMS
-	}
-	ok := &wire.LExitInfo
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impStop(ip, il, d, g, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftExitInfo)
+	d, g := proccore.OptU64(graceMS)
+	return proccore.Call(v11, s, &wire.LExitInfo, wire.LiftExitInfo, func(rp uint32) { impStop(ip, il, d, g, rp) })
 }
 
 // Release forgets an exited process.
@@ -347,117 +254,50 @@ func Release(id ID) error {
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Str(id)
-	return unit(s, func(rp uint32) { impRelease(ip, il, rp) })
+	return proccore.Unit(v11, s, func(rp uint32) { impRelease(ip, il, rp) })
 }
 
 // PollEvents returns events after cursor, blocking up to timeoutMS.
 func PollEvents(cursor uint64, max uint32, timeoutMS uint64) (EventBatch, error) {
 	s := &abi.Scope{}
 	defer s.Free()
-	ok := &wire.LEventBatch
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impPollEvents(cursor, max, timeoutMS, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftEventBatch)
+	return proccore.Call(v11, s, &wire.LEventBatch, wire.LiftEventBatch, func(rp uint32) {
+		impPollEvents(cursor, max, timeoutMS, rp)
+	})
 }
 
 // ---- handle methods ([method]process-handle.*) ----
 
 // ReadLogs returns and consumes the output captured since the last drain.
-func (h *Handle) ReadLogs() (ReadLogsResult, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	ok := &wire.LReadLogsResult
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impHReadLogs(h.h, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftReadLogsResult)
-}
+func (h *Handle) ReadLogs() (ReadLogsResult, error) { return proccore.ReadLogs(v11, h.h, impHReadLogs) }
 
 // WriteStdin writes all of data or fails.
 func (h *Handle) WriteStdin(data []byte) (uint32, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	dp, dl := s.Bytes(data)
-	rp, rb := retArea(s, &lU32)
-	s.Enter()
-	impHWriteStdin(h.h, dp, dl, rp)
-	s.Leave()
-	return result(s, rb, &lU32, liftU32)
+	return proccore.WriteStdin(v11, h.h, data, impHWriteStdin)
 }
 
 // CloseStdin is idempotent.
-func (h *Handle) CloseStdin() error {
-	s := &abi.Scope{}
-	defer s.Free()
-	return unit(s, func(rp uint32) { impHCloseStdin(h.h, rp) })
-}
+func (h *Handle) CloseStdin() error { return proccore.CloseStdin(v11, h.h, impHCloseStdin) }
 
 // Signal sends sig to the process group.
-func (h *Handle) Signal(sig Signal) error {
-	s := &abi.Scope{}
-	defer s.Free()
-	return unit(s, func(rp uint32) { impHSignal(h.h, uint32(sig), rp) })
-}
+func (h *Handle) Signal(sig Signal) error { return proccore.Signal(v11, h.h, sig, impHSignal) }
 
 // Kill sends SIGKILL to the tree and returns the exit.
-func (h *Handle) Kill() (ExitInfo, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	ok := &wire.LExitInfo
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impHKill(h.h, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftExitInfo)
-}
-
-func optU64(v *uint64) (uint32, uint64) {
-	if v == nil {
-		return 0, 0
-	}
-	return 1, *v
-}
+func (h *Handle) Kill() (ExitInfo, error) { return proccore.Kill(v11, h.h, impHKill) }
 
 // Wait waits for the exit; nil waits up to the host's ceiling (on an
 // attached handle nil is invalid-input).
 func (h *Handle) Wait(timeoutMS *uint64) (ExitInfo, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	d, t := optU64(timeoutMS)
-	ok := &wire.LExitInfo
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impHWait(h.h, d, t, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftExitInfo)
+	return proccore.Wait(v11, h.h, timeoutMS, impHWait)
 }
 
 // WaitWithOutput waits, then drains both streams.
 func (h *Handle) WaitWithOutput(timeoutMS *uint64) (ProcessResult, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	d, t := optU64(timeoutMS)
-	ok := &wire.LProcessResult
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impHWaitWithOutput(h.h, d, t, rp)
-	s.Leave()
-	return result(s, rb, ok, liftProcessResult)
+	return proccore.WaitWithOutput(v11, h.h, timeoutMS, impHWaitWithOutput)
 }
 
 // OSPid is the advisory host PID.
-func (h *Handle) OSPid() (uint32, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	rp, rb := retArea(s, &lU32)
-	s.Enter()
-	impHOSPid(h.h, rp)
-	s.Leave()
-	return result(s, rb, &lU32, liftU32)
-}
+func (h *Handle) OSPid() (uint32, error) { return proccore.OSPid(v11, h.h, impHOSPid) }
 
 // Drop releases the handle: an owning handle kills and reaps the process,
 // an attached one detaches. Drop is idempotent; other methods after it

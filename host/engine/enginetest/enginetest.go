@@ -10,7 +10,6 @@
 package enginetest
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -21,6 +20,7 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/host/engine"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 // SuiteWasm is the suite's guest (testdata/suite.wat).
@@ -93,24 +93,7 @@ type Fixture struct {
 	Eng      engine.Engine
 	Mod      engine.Module
 	Inst     engine.Instance
-	Out, Err syncBuf
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	Out, Err testutil.SyncBuffer
 }
 
 // NewFixture builds an engine with HostFuncs, compiles the suite guest and

@@ -9,7 +9,7 @@
 package ephemeral
 
 import (
-	"github.com/capsule-host/capsule-host/capsules/sdk/internal/abi"
+	"github.com/capsule-host/capsule-host/capsules/sdk/internal/proccore"
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/wire"
 )
 
@@ -48,45 +48,11 @@ const (
 	SigUsr2 = wire.SigUsr2
 )
 
-// ec is this version's error-code layout and case count.
-var ec = wire.LErrorCode10
-
-const cases = 10
-
-var (
-	lHandle = abi.Handle
-	lU32    = abi.U32
-)
-
-func result[T any](s *abi.Scope, ret []byte, ok *abi.Type, lift func(*abi.Lifter, []byte, uint32) T) (T, error) {
-	return wire.LiftResult(s, ret, ok, ec, cases, lift)
-}
-
-// retArea allocates the return area of result<ok, error-code>.
-func retArea(s *abi.Scope, ok *abi.Type) (uint32, []byte) {
-	size, align, _ := wire.ResultShape(ok, ec)
-	return s.Alloc(size, align)
-}
-
-func liftProcessResult(l *abi.Lifter, b []byte, off uint32) ProcessResult {
-	return wire.LiftProcessResult(l, b, off)
-}
-
-func liftU32(_ *abi.Lifter, b []byte, off uint32) uint32 { return abi.GetU32(b, off) }
+// v10 is this version's error-code.
+var v10 = &proccore.Version{EC: wire.LErrorCode10, Cases: 10}
 
 // Spawn runs a process to completion and returns its output.
-func Spawn(req SpawnRequest) (ProcessResult, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	f := wire.FlatSpawnRequest(s, &req)
-	ok := &wire.LProcessResult
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impSpawn(uint32(f[0]), uint32(f[1]), uint32(f[2]), uint32(f[3]), uint32(f[4]), uint32(f[5]), uint32(f[6]),
-		uint32(f[7]), uint32(f[8]), uint32(f[9]), uint32(f[10]), uint32(f[11]), uint32(f[12]), f[13], rp)
-	s.Leave()
-	return result(s, rb, ok, liftProcessResult)
-}
+func Spawn(req SpawnRequest) (ProcessResult, error) { return proccore.Spawn(v10, &req, impSpawn) }
 
 // Handle is a process owned by this instance: dropping it (or the
 // instance's reset at the end of the tool call) kills and reaps it.
@@ -94,126 +60,44 @@ type Handle struct{ h uint32 }
 
 // SpawnBackground starts a process owned by this instance.
 func SpawnBackground(req SpawnRequest) (*Handle, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	f := wire.FlatSpawnRequest(s, &req)
-	rp, rb := retArea(s, &lHandle)
-	s.Enter()
-	impSpawnBackground(uint32(f[0]), uint32(f[1]), uint32(f[2]), uint32(f[3]), uint32(f[4]), uint32(f[5]), uint32(f[6]),
-		uint32(f[7]), uint32(f[8]), uint32(f[9]), uint32(f[10]), uint32(f[11]), uint32(f[12]), f[13], rp)
-	s.Leave()
-	h, err := result(s, rb, &lHandle, liftU32)
+	h, err := proccore.SpawnBackground(v10, &req, impSpawnBackground)
 	if err != nil {
 		return nil, err
 	}
 	return &Handle{h: h}, nil
 }
 
-// unit runs an import returning result<_, error-code>.
-func unit(s *abi.Scope, call func(ret uint32)) error {
-	rp, rb := retArea(s, nil)
-	s.Enter()
-	call(rp)
-	s.Leave()
-	_, err := result[struct{}](s, rb, nil, nil)
-	return err
-}
-
 // ---- handle methods ([method]process-handle.*) ----
 
 // ReadLogs returns and consumes the output captured since the last drain.
-func (h *Handle) ReadLogs() (ReadLogsResult, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	ok := &wire.LReadLogsResult
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impHReadLogs(h.h, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftReadLogsResult)
-}
+func (h *Handle) ReadLogs() (ReadLogsResult, error) { return proccore.ReadLogs(v10, h.h, impHReadLogs) }
 
 // WriteStdin writes all of data or fails.
 func (h *Handle) WriteStdin(data []byte) (uint32, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	dp, dl := s.Bytes(data)
-	rp, rb := retArea(s, &lU32)
-	s.Enter()
-	impHWriteStdin(h.h, dp, dl, rp)
-	s.Leave()
-	return result(s, rb, &lU32, liftU32)
+	return proccore.WriteStdin(v10, h.h, data, impHWriteStdin)
 }
 
 // CloseStdin is idempotent.
-func (h *Handle) CloseStdin() error {
-	s := &abi.Scope{}
-	defer s.Free()
-	return unit(s, func(rp uint32) { impHCloseStdin(h.h, rp) })
-}
+func (h *Handle) CloseStdin() error { return proccore.CloseStdin(v10, h.h, impHCloseStdin) }
 
 // Signal sends sig to the process group.
-func (h *Handle) Signal(sig Signal) error {
-	s := &abi.Scope{}
-	defer s.Free()
-	return unit(s, func(rp uint32) { impHSignal(h.h, uint32(sig), rp) })
-}
+func (h *Handle) Signal(sig Signal) error { return proccore.Signal(v10, h.h, sig, impHSignal) }
 
 // Kill sends SIGKILL to the tree and returns the exit.
-func (h *Handle) Kill() (ExitInfo, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	ok := &wire.LExitInfo
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impHKill(h.h, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftExitInfo)
-}
-
-func optU64(v *uint64) (uint32, uint64) {
-	if v == nil {
-		return 0, 0
-	}
-	return 1, *v
-}
+func (h *Handle) Kill() (ExitInfo, error) { return proccore.Kill(v10, h.h, impHKill) }
 
 // Wait waits for the exit; nil waits up to the host's ceiling.
 func (h *Handle) Wait(timeoutMS *uint64) (ExitInfo, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	d, t := optU64(timeoutMS)
-	ok := &wire.LExitInfo
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impHWait(h.h, d, t, rp)
-	s.Leave()
-	return result(s, rb, ok, wire.LiftExitInfo)
+	return proccore.Wait(v10, h.h, timeoutMS, impHWait)
 }
 
 // WaitWithOutput waits, then drains both streams.
 func (h *Handle) WaitWithOutput(timeoutMS *uint64) (ProcessResult, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	d, t := optU64(timeoutMS)
-	ok := &wire.LProcessResult
-	rp, rb := retArea(s, ok)
-	s.Enter()
-	impHWaitWithOutput(h.h, d, t, rp)
-	s.Leave()
-	return result(s, rb, ok, liftProcessResult)
+	return proccore.WaitWithOutput(v10, h.h, timeoutMS, impHWaitWithOutput)
 }
 
 // OSPid is the advisory host PID.
-func (h *Handle) OSPid() (uint32, error) {
-	s := &abi.Scope{}
-	defer s.Free()
-	rp, rb := retArea(s, &lU32)
-	s.Enter()
-	impHOSPid(h.h, rp)
-	s.Leave()
-	return result(s, rb, &lU32, liftU32)
-}
+func (h *Handle) OSPid() (uint32, error) { return proccore.OSPid(v10, h.h, impHOSPid) }
 
 // Drop kills and reaps the process. Drop is idempotent; other methods after it
 // trap in the host (handle 0 is never valid).

@@ -1,0 +1,102 @@
+// Package testutil holds test helpers shared by every layer (sandbox,
+// registry, host, capsules, cmd). It imports only the standard library, so
+// any test may use it without bending the layering.
+package testutil
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// SyncBuffer is a goroutine-safe bytes.Buffer: a log sink or a guest's
+// stdout that a test reads while the code under test writes to it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// RunWithTempDir is the body of a TestMain that shares one temporary
+// directory across the test binary (a compiled-module cache, so each
+// guest is compiled once per run, not once per test): it sets *dir, runs
+// the tests, removes the directory and returns the exit code for os.Exit.
+func RunWithTempDir(m *testing.M, pattern string, dir *string) int {
+	d, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		panic(err)
+	}
+	*dir = d
+	defer os.RemoveAll(d)
+	return m.Run()
+}
+
+// Greeter listens on 127.0.0.1 until the test ends and writes greeting to
+// every connection before closing it: what a sandboxed process reaches
+// only if it has the network. served receives once per connection (up to
+// 16 not yet received).
+func Greeter(t testing.TB, greeting string) (port int, served <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(greeting))
+			c.Close()
+			select {
+			case got <- struct{}{}:
+			default: // nobody counts: never block the listener
+			}
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, got
+}
+
+// ZombieChildren lists this process's zombie children as "pid (comm)":
+// an unreaped child is a leak, whoever forked it.
+func ZombieChildren() []string {
+	me := strconv.Itoa(os.Getpid())
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 2 && f[0] == "Z" && f[1] == me {
+			out = append(out, string(b[:i+1]))
+		}
+	}
+	return out
+}

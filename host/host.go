@@ -3,7 +3,7 @@
 // and runs each tool call on one of them with a per-call context carrying
 // the principal, the capsule, a deadline and cancellation.
 //
-// Design notes ("Why …?") are in docs/rfc/host.md.
+// Design notes ("Why …?") are in RFC.md §4.
 package host
 
 import (

@@ -13,7 +13,7 @@ import (
 
 // pool holds one capsule's instances.
 //
-// Policy (why: docs/rfc/host.md "Why a FIFO pool?"):
+// Policy (why: RFC.md §4 "Why a FIFO pool?"):
 //   - at most max instances live; a caller beyond that waits for a free
 //     one until its deadline;
 //   - idle instances are reused FIFO, so consecutive calls rotate across

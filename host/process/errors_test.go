@@ -12,7 +12,7 @@ import (
 
 // TestErrorMapping checks every registry error class against its
 // error-code case in both versions: 1.1.0 is 1:1, 1.0.0 is the total
-// 1.1.0→1.0.0 mapping documented in docs/rfc/abi.md.
+// 1.1.0→1.0.0 mapping documented in RFC.md §6.
 func TestErrorMapping(t *testing.T) {
 	wrap := func(class error) error { return fmt.Errorf("%w: spawn-request.cmd %q not in exec", class, "/bin/x") }
 	torn := &registry.TornWriteError{Written: 42, Cause: registry.ErrClosed}

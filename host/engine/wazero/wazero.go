@@ -1,7 +1,7 @@
 // Package wazero implements the host's engine seam on wazero, the pure-Go
 // default engine.
 //
-// Why these choices (see docs/rfc/host.md):
+// Why these choices (see RFC.md §4):
 //   - host functions use WithGoModuleFunction with explicit value types:
 //     the reflective WithFunc costs 6–20× more per crossing;
 //   - guests are reactors: instantiated anonymously with no start

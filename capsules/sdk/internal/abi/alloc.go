@@ -5,7 +5,7 @@ import (
 	"unsafe"
 )
 
-// Memory strategy (see docs/rfc/sdk.md, "Why this cabi_realloc?").
+// Memory strategy (see RFC.md §11, "Why this cabi_realloc?").
 //
 // Every guest buffer the host sees (argument data, return areas, and
 // whatever the host allocates through cabi_realloc) is a Go heap []uint64,

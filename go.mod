@@ -3,10 +3,10 @@ module github.com/capsule-host/capsule-host
 go 1.26.0
 
 require (
-	github.com/BurntSushi/toml v1.6.0 // indirect
-	github.com/bytecodealliance/wasmtime-go/v25 v25.0.0 // indirect
-	github.com/opencontainers/runtime-spec v1.3.0 // indirect
-	github.com/tetratelabs/wazero v1.12.0 // indirect
-	golang.org/x/crypto v0.50.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/BurntSushi/toml v1.6.0
+	github.com/bytecodealliance/wasmtime-go/v25 v25.0.0
+	github.com/opencontainers/runtime-spec v1.3.0
+	github.com/tetratelabs/wazero v1.12.0
+	golang.org/x/crypto v0.50.0
+	golang.org/x/sys v0.50.0
 )

@@ -5,7 +5,7 @@
 // tag "wasmtime", so a CGO_ENABLED=0 build never sees it.
 //
 // Behaviour matches host/engine/wazero exactly: same trap reasons, same
-// error classes, same WASI surface. Why these choices (docs/rfc/engines.md):
+// error classes, same WASI surface. Why these choices (RFC.md §5):
 //   - host functions use Linker.FuncNew with an explicit FuncType (the
 //     reflective FuncWrap costs ~3× more per crossing); the calling
 //     instance is found from the Caller's store context in a map, and its
@@ -618,6 +618,11 @@ var trapReasons = map[wasmtime.TrapCode]string{
 // host's own *Trap (from a host function), ErrInterrupted for a ctx that
 // ended, and a *Trap with wazero's reason for everything else.
 func (in *instance) convertErr(ctx context.Context, err error) error {
+	// The wasmtime trap or error is ours to free, and must be freed now:
+	// its backtrace keeps the module alive (compiled code, memory image
+	// memfd) after Module.Close and Engine.Close, until a GC happens to
+	// run its finalizer. Nothing returned below refers to it.
+	defer freeErr(err)
 	if t := in.hostTrap; t != nil {
 		in.hostTrap = nil
 		return t
@@ -656,6 +661,18 @@ func (in *instance) convertErr(ctx context.Context, err error) error {
 		}
 	}
 	return &engine.Trap{Reason: trimTrap(err.Error())}
+}
+
+// freeErr frees the wasmtime object behind err, if any.
+func freeErr(err error) {
+	var wt *wasmtime.Trap
+	if errors.As(err, &wt) {
+		wt.Close()
+	}
+	var we *wasmtime.Error
+	if errors.As(err, &we) {
+		we.Close()
+	}
 }
 
 func trimTrap(msg string) string {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsule-host/capsule-host/sandbox"
 )
 
 // Exec enforcement inside a root (CapsulePolicy.ExecRoot, set by the host
@@ -52,11 +54,11 @@ func resolveInRoot(root, p string) (string, fs.FileMode, error) {
 	if rel == "" {
 		rel = "."
 	}
-	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+	fd, err := sandbox.Openat2(rootFD, rel, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
 	})
-	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) {
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EAGAIN) {
 		return walkInRoot(realRoot, p)
 	}
 	if err != nil {

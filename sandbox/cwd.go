@@ -40,11 +40,11 @@ func ConfineCwd(root, rel string) (string, error) {
 		return "", fmt.Errorf("workspace root %q: %w", root, err)
 	}
 	defer unix.Close(rootFD)
-	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{
+	fd, err := Openat2(rootFD, rel, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	})
-	if errors.Is(err, unix.ENOSYS) {
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EAGAIN) {
 		return confineWalk(root, rel)
 	}
 	if err != nil {
@@ -52,6 +52,21 @@ func ConfineCwd(root, rel string) (string, error) {
 	}
 	defer unix.Close(fd)
 	return fdPath(fd, rel)
+}
+
+// Openat2 is unix.Openat2 retried on EAGAIN. With RESOLVE_BENEATH or
+// RESOLVE_IN_ROOT the kernel answers EAGAIN when a rename or mount anywhere
+// on the system raced the lookup of a ".." and it cannot prove the path
+// stayed inside; openat2(2) asks the caller to retry. A busy host hits
+// this, so a bounded retry precedes giving up; callers then fall back to
+// their component-by-component walk.
+func Openat2(dirfd int, path string, how *unix.OpenHow) (int, error) {
+	for i := 0; ; i++ {
+		fd, err := unix.Openat2(dirfd, path, how)
+		if err != unix.EAGAIN || i == 63 {
+			return fd, err
+		}
+	}
 }
 
 func cwdErr(rel string, err error) error {

@@ -86,8 +86,12 @@ func (p *pool) newInstance(ctx context.Context) (*instance, error) {
 		stderr: newLineLog(log, "stderr"),
 	}
 	in.proc.Log = log
-	// Instantiation runs _initialize, which may call host functions:
-	// give it the same per-call context a tool call gets.
+	// Instantiation runs the start function and _initialize, which may
+	// spin or call host functions: give it the same per-call context and
+	// bound a tool call gets, so a hostile guest cannot hang Load (which
+	// holds loadMu, and so Close) or pin a warmer slot forever.
+	ctx, cancel := context.WithTimeout(ctx, p.h.cfg.CallTimeout)
+	defer cancel()
 	ictx := p.h.callContext(ctx, in, registry.Caller{Capsule: p.c.Name(), Principal: p.h.cfg.OwnerPrincipal(p.c.Name()), Fallback: true})
 	ei, err := p.c.mod.Instantiate(ictx, engine.InstanceConfig{Name: name, Stdout: in.stdout, Stderr: in.stderr})
 	if err != nil {
@@ -95,6 +99,18 @@ func (p *pool) newInstance(ctx context.Context) (*instance, error) {
 		return nil, err
 	}
 	in.ei = ei
+	// Handles opened during instantiation belong to no call: drop them now
+	// (an ephemeral one reaps its process), so every instance enters the
+	// pool with an empty table, as release leaves it.
+	if in.proc.Handles() > 0 {
+		log.Warn("the guest opened process handles while instantiating; dropping them", "handles", in.proc.Handles())
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ictx), resetTimeout)
+		err := in.proc.Reset(rctx)
+		rcancel()
+		if err != nil {
+			log.Warn("instance reset: dropping handles failed", "err", err)
+		}
+	}
 	p.mu.Lock()
 	p.created++
 	p.mu.Unlock()

@@ -13,11 +13,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -542,11 +544,15 @@ func checkLoopback(addr string) error {
 	if port == "" {
 		return fmt.Errorf("%q has no port", addr)
 	}
-	switch host {
-	case "127.0.0.1", "::1", "localhost":
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%q: port %q is not a number in [0, 65535]", addr, port)
+	}
+	// An IP literal, never a host name that looks like one ("127.x.example"
+	// resolves wherever its owner likes); "localhost" is the one name.
+	if host == "localhost" {
 		return nil
 	}
-	if strings.HasPrefix(host, "127.") {
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
 		return nil
 	}
 	return fmt.Errorf("%q is not a loopback address: the TCP listener only binds 127.0.0.0/8, ::1 or localhost", addr)

@@ -60,6 +60,10 @@ func TestParseErrors(t *testing.T) {
 		{"dup token", "[principals.a]\ntoken_sha256 = [\"" + hash + "\"]\n[principals.b]\ntoken_sha256 = [\"" + hash + "\"]\n", 4, "exactly one principal"},
 		{"bad principal", "[principals.\"a b\"]\ntoken_sha256 = [\"" + hash + "\"]\n", 1, "invalid principal"},
 		{"not loopback", "[tcp]\nlisten = \"0.0.0.0:80\"\n[principals.a]\ntoken_sha256 = [\"" + hash + "\"]\n", 2, "not a loopback"},
+		// A host name that merely starts with "127." resolves wherever its
+		// owner likes: only loopback IP literals (and "localhost") pass.
+		{"loopback-looking host name", "[tcp]\nlisten = \"127.attacker.example:80\"\n[principals.a]\ntoken_sha256 = [\"" + hash + "\"]\n", 2, "not a loopback"},
+		{"bad port", "[tcp]\nlisten = \"127.0.0.1:http\"\n[principals.a]\ntoken_sha256 = [\"" + hash + "\"]\n", 2, "port"},
 		{"tcp without principals", "[tcp]\nlisten = \"127.0.0.1:80\"\n", 2, "needs at least one"},
 		{"bad backend", "[backends]\nenabled = [\"docker\"]\n", 2, "unknown backend"},
 		{"profile without oci", "[profiles.deb]\nrootfs = \"/r\"\n", 1, "need the oci backend"},

@@ -61,18 +61,10 @@ func Serve(ctx context.Context, rt *Runtime, sock, tcp net.Listener, grace time.
 	s := NewServer(rt)
 	baseCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelCalls()
-	mk := func(h http.Handler) *http.Server {
-		return &http.Server{
-			Handler:           h,
-			BaseContext:       func(net.Listener) context.Context { return baseCtx },
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          nil,
-		}
-	}
-	servers := []*http.Server{mk(s.Handler())}
+	servers := []*http.Server{newHTTPServer(s.Handler(), baseCtx)}
 	lns := []net.Listener{sock}
 	if tcp != nil {
-		servers = append(servers, mk(s.TCPHandler()))
+		servers = append(servers, newHTTPServer(s.TCPHandler(), baseCtx))
 		lns = append(lns, tcp)
 	}
 	errc := make(chan error, len(servers))
@@ -130,4 +122,24 @@ func Serve(ctx context.Context, rt *Runtime, sock, tcp net.Listener, grace time.
 	}
 	rt.Log.Info("capsule-host stopped")
 	return serveErr
+}
+
+// idleTimeout closes a keep-alive connection that sends no new request:
+// without it (http.Server's zero value) any local user who can reach the
+// loopback listener could hold idle connections, and their descriptors,
+// forever without ever authenticating. A var so a test can shorten it.
+var idleTimeout = 2 * time.Minute
+
+// newHTTPServer is the server for one listener. No ReadTimeout or
+// WriteTimeout: a call runs up to its own deadline and `logs -f` streams
+// for as long as the client stays, and net/http cancels a request's
+// context when its connection's read deadline passes.
+func newHTTPServer(h http.Handler, base context.Context) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 }

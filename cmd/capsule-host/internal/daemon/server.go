@@ -188,9 +188,15 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.CallRequest
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody+1))
+	// MaxBytesReader, not a LimitReader: a body cut at the limit must be
+	// reported as too large, not as a JSON syntax error.
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeErr(w, http.StatusRequestEntityTooLarge, api.CodeInvalidRequest, fmt.Sprintf("call body exceeds %d bytes", maxBody))
+			return
+		}
 		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "call body: "+err.Error())
 		return
 	}
@@ -200,10 +206,6 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.Input) == 0 {
 		req.Input = json.RawMessage("{}")
-	}
-	if len(req.Input) > maxBody {
-		writeErr(w, http.StatusRequestEntityTooLarge, api.CodeInvalidRequest, fmt.Sprintf("tool input exceeds %d bytes", maxBody))
-		return
 	}
 	wh := whoFrom(r)
 	if wh.tcp {

@@ -16,7 +16,13 @@ func (r *Registry) pushLocked(sc *scope, e evRec) {
 		for _, old := range sc.events[:over] {
 			r.consumedLocked(old)
 		}
-		sc.events = append(sc.events[:0:0], sc.events[over:]...)
+		// Reslice, not copy: a full log evicts on every push, and a copy
+		// of the whole retention per event is O(retention) work under the
+		// registry lock. append moves the live tail to a fresh array only
+		// when the old one is used up (amortised O(1)); clear drops the
+		// evicted records' process pointers meanwhile.
+		clear(sc.events[:over])
+		sc.events = sc.events[over:]
 	}
 	close(sc.notify)
 	sc.notify = make(chan struct{})

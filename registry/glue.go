@@ -42,7 +42,12 @@ func confineCwd(root, rel string) (string, error) {
 		return d, nil
 	case errors.Is(err, sandbox.ErrBoundaryEscape):
 		return "", mapSandboxErr("cwd", err)
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR),
+		errors.Is(err, syscall.ENAMETOOLONG), errors.Is(err, syscall.EACCES):
+		// The guest's path, not the host, is at fault: never internal.
+		if len(rel) > 256 {
+			rel = rel[:256] + "..."
+		}
 		return "", fmt.Errorf("%w: cwd %q is not a directory of the workspace", ErrInvalidInput, rel)
 	default:
 		return "", mapSandboxErr("cwd", err)

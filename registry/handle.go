@@ -26,15 +26,17 @@ func (h *Handle) check(ctx context.Context) error {
 	if h == nil || h.p == nil {
 		return fmt.Errorf("%w: nil process handle", ErrClosed)
 	}
-	if h.dropped.Load() {
-		return fmt.Errorf("%w: the process handle was dropped", ErrClosed)
-	}
 	o, err := h.r.caller(ctx)
 	if err != nil {
 		return err
 	}
 	if o != h.own {
+		// Before any state check: another caller learns nothing, not
+		// even whether the owner dropped the handle.
 		return ErrNoSuchProcess
+	}
+	if h.dropped.Load() {
+		return fmt.Errorf("%w: the process handle was dropped", ErrClosed)
 	}
 	h.r.mu.Lock()
 	defer h.r.mu.Unlock()

@@ -208,7 +208,7 @@ func (r *Registry) RegisterCapsule(name string, p CapsulePolicy) error {
 			continue
 		}
 		if res, err := filepath.EvalSymlinks(e); err == nil {
-			exec[res] = true
+			exec[rootExecKey(res, e)] = true // (file, name): see resolveExec
 		} else {
 			r.log.Warn("exec entry does not resolve; it allows nothing until it exists", "capsule", name, "exec", e, "err", err)
 		}

@@ -193,10 +193,14 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, o
 
 // resolveExec enforces the capsule's exec list before anything starts:
 // the command is resolved (absolute path, or lookup on the sandbox PATH),
-// symlinks evaluated, and the result compared exactly (never by prefix)
-// with the resolved allowed entries. A command that is neither allowed nor
-// found is capability-denied, so a guest cannot probe the host's
-// filesystem; only an allowed-but-missing entry says "not found".
+// symlinks evaluated, and (resolved file, invoked base name) compared
+// exactly (never by prefix) with the allowed entries, as in execroot.go: a
+// multi-call binary (busybox) picks its applet from argv[0], so matching
+// the file alone, or running it by its resolved path, would let an allowed
+// "true" applet run every other one. argv[0] is the path as invoked. A
+// command that is neither allowed nor found is capability-denied, so a
+// guest cannot probe the host's filesystem; only an allowed-but-missing
+// entry says "not found".
 func resolveExec(cmd, path string, allowed, literal map[string]bool) (string, error) {
 	cand := ""
 	switch {
@@ -217,8 +221,8 @@ func resolveExec(cmd, path string, allowed, literal map[string]bool) (string, er
 		}
 	}
 	if cand != "" {
-		if res, err := filepath.EvalSymlinks(cand); err == nil && allowed[res] {
-			return res, nil
+		if res, err := filepath.EvalSymlinks(cand); err == nil && allowed[rootExecKey(res, cand)] {
+			return cand, nil
 		} else if err != nil && literal[cand] && errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("%w: command %q: allowed but not found on this host", ErrInvalidInput, cmd)
 		}

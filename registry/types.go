@@ -52,8 +52,10 @@ type Defaults struct {
 // CapsulePolicy is what the registry enforces for one capsule, derived
 // from its manifest by the host.
 type CapsulePolicy struct {
-	// Exec lists the allowed executables as absolute, resolved paths.
-	// Matched exactly, never by prefix.
+	// Exec lists the allowed executables as absolute paths. A command
+	// matches an entry when both resolve to the same file AND it is
+	// invoked by the entry's base name (a multi-call binary such as
+	// busybox picks its applet from argv[0]); exactly, never by prefix.
 	Exec            []string
 	AllowPersistent bool
 	Backend         string // "local", "bwrap" or "oci"

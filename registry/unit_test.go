@@ -189,17 +189,20 @@ func TestResolveExecExactNeverPrefix(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "tool2"), []byte("#!/bin/sh\n"), 0o755)
 	os.Symlink(tool, filepath.Join(dir, "alias"))
 	os.Symlink(filepath.Join(dir, "tool2"), filepath.Join(dir, "evil"))
+	dir2 := t.TempDir()
+	os.Symlink(tool, filepath.Join(dir2, "tool"))
 	res, _ := filepath.EvalSymlinks(tool)
 	missing := filepath.Join(dir, "missing")
-	allowed := map[string]bool{res: true}
+	allowed := map[string]bool{rootExecKey(res, tool): true}
 	literal := map[string]bool{tool: true, missing: true}
 	for _, tc := range []struct {
 		cmd, path string
 		want      error
 	}{
 		{tool, "", nil},
-		{filepath.Join(dir, "alias"), "", nil}, // symlink to an allowed binary
-		{"tool", dir, nil},                     // PATH lookup
+		{filepath.Join(dir2, "tool"), "", nil},                 // same-name symlink to an allowed binary
+		{filepath.Join(dir, "alias"), "", ErrCapabilityDenied}, // renamed: a multi-call binary would run another applet
+		{"tool", dir, nil},                                     // PATH lookup
 		{filepath.Join(dir, "tool2"), "", ErrCapabilityDenied},
 		{filepath.Join(dir, "evil"), "", ErrCapabilityDenied},
 		{dir, "", ErrCapabilityDenied},                      // prefix of the allowed path
@@ -211,7 +214,12 @@ func TestResolveExecExactNeverPrefix(t *testing.T) {
 	} {
 		got, err := resolveExec(tc.cmd, tc.path, allowed, literal)
 		if tc.want == nil {
-			if err != nil || got != res {
+			// argv[0] is the path as invoked (a multi-call binary reads it).
+			want := tc.cmd
+			if !filepath.IsAbs(want) {
+				want = filepath.Join(tc.path, tc.cmd)
+			}
+			if err != nil || got != want {
 				t.Errorf("%q: got %q, %v", tc.cmd, got, err)
 			}
 			continue

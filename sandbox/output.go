@@ -107,8 +107,11 @@ func (d *SpillDir) Remove() error {
 //	40 [24]byte reserved (zero)
 //	64 data: the byte at absolute offset o is at 64 + o mod C, for start <= o < end
 //
-// The header is rewritten after every MiB of data and when the stream
-// closes; a reader of the file trusts only what the header covers.
+// The header is rewritten after about every MiB of data and when the
+// stream closes; a reader of the file trusts only what the header covers.
+// While the stream is open the data region keeps wrapping after the header
+// was written, so an open stream's header leaves out the oldest bytes that
+// the writes up to the next header may overwrite (see writeHeader).
 const (
 	spillMagic      = "CAPSLOG\x00"
 	spillVersion    = 1
@@ -141,6 +144,7 @@ type OutputLog struct {
 	spillErr   error // sticky: the spill failed; nothing below start is retained
 	header     [spillHeaderSize]byte
 	headerAt   int64 // end offset the header on disk records
+	headerRoom int64 // bytes that may follow headerAt before a new header
 
 	closed  bool
 	removed bool
@@ -190,7 +194,7 @@ func (l *OutputLog) openSpill() error {
 		return fmt.Errorf("output log: create spill: %w", err)
 	}
 	l.spill = f
-	if err := l.writeHeader(); err != nil {
+	if err := l.writeHeader(headerEvery); err != nil {
 		os.Remove(l.spillPath)
 		return err
 	}
@@ -246,8 +250,9 @@ func checkSpillParent(parent string) error {
 	return nil
 }
 
-// writeHeader writes the spill header; callers hold mu (or own l).
-func (l *OutputLog) writeHeader() error {
+// writeHeader writes the spill header; callers hold mu (or own l). room
+// is how many bytes may be written before the next header.
+func (l *OutputLog) writeHeader(room int64) error {
 	h := l.header[:]
 	copy(h, spillMagic)
 	binary.LittleEndian.PutUint32(h[8:], spillVersion)
@@ -257,13 +262,24 @@ func (l *OutputLog) writeHeader() error {
 	}
 	binary.LittleEndian.PutUint32(h[12:], flags)
 	binary.LittleEndian.PutUint64(h[16:], uint64(l.spillCap))
-	binary.LittleEndian.PutUint64(h[24:], uint64(l.spillStart))
+	binary.LittleEndian.PutUint64(h[24:], uint64(l.headerStart(room)))
 	binary.LittleEndian.PutUint64(h[32:], uint64(l.end))
 	if _, err := l.spill.WriteAt(h, 0); err != nil {
 		return l.failSpill(err)
 	}
-	l.headerAt = l.end
+	l.headerAt, l.headerRoom = l.end, room
 	return nil
+}
+
+// headerStart is the start offset a header may claim when up to room more
+// bytes can be written before the next header: those bytes overwrite the
+// slots of the oldest room bytes, which a reader of the file alone must
+// then not trust. A closed stream gets no more bytes: its start is exact.
+func (l *OutputLog) headerStart(room int64) int64 {
+	if l.closed {
+		return l.spillStart
+	}
+	return min(l.end, max(l.spillStart, l.end+room-l.spillCap))
 }
 
 // failSpill records a disk error: the spill stops, so bytes outside the
@@ -294,6 +310,13 @@ func (l *OutputLog) Write(p []byte) (int, error) {
 		return 0, fmt.Errorf("output log write: %w", ErrClosed)
 	}
 	err := l.lazySpillLocked()
+	// The header is rewritten about once per headerEvery bytes, not per
+	// write, and always before a write that would overwrite slots the
+	// header on disk still vouches for: it is what a reader of the file
+	// alone trusts (after a host restart). CloseWrite always writes it.
+	if l.spill != nil && l.end+int64(len(p)) > l.headerAt+l.headerRoom {
+		err = l.writeHeader(max(headerEvery, int64(len(p))))
+	}
 	if l.spill != nil {
 		err = l.spillWrite(p)
 	}
@@ -316,15 +339,6 @@ func (l *OutputLog) Write(p []byte) (int, error) {
 	l.end += int64(len(p))
 	if l.end-l.start > l.ringCap {
 		l.start = l.end - l.ringCap
-	}
-	// The header is rewritten once per headerEvery bytes, not per write:
-	// it is what a reader of the file alone trusts (after a host
-	// restart), and up to headerEvery bytes may then be uncovered.
-	// CloseWrite always writes it.
-	if l.spill != nil && l.end-l.headerAt >= headerEvery {
-		if herr := l.writeHeader(); herr != nil && err == nil {
-			err = herr
-		}
 	}
 	l.notifyLocked()
 	return len(p), err
@@ -369,7 +383,7 @@ func (l *OutputLog) CloseWrite() error {
 	if l.spill != nil {
 		// No fsync: the file must survive the host process, not the
 		// machine, and an fsync per stream costs milliseconds per spawn.
-		l.writeHeader()
+		l.writeHeader(0)
 	}
 	l.notifyLocked()
 	l.liftLocked()
@@ -641,8 +655,11 @@ func (l *OutputLog) Remove() error {
 // Stdin is a process's open stdin. Writes honour backpressure: they block
 // until the process reads or ctx ends. Never silently dropped.
 type Stdin struct {
-	f      *os.File
-	mu     sync.Mutex // serialises writes (and the prelude)
+	f *os.File
+	// turn serialises writes (and the prelude). A channel, not a mutex:
+	// a write queued behind a prelude the process does not read must
+	// still end with its ctx, never block its caller unboundedly.
+	turn   chan struct{}
 	closed atomic.Bool
 	once   sync.Once
 	errMu  sync.Mutex
@@ -653,11 +670,11 @@ type Stdin struct {
 // it is non-blocking and deadline-capable). If prelude is non-empty it is
 // written first, in the background; later writes queue behind it.
 func NewStdin(f *os.File, prelude []byte) *Stdin {
-	s := &Stdin{f: f}
+	s := &Stdin{f: f, turn: make(chan struct{}, 1)}
 	if len(prelude) > 0 {
-		s.mu.Lock()
+		s.turn <- struct{}{}
 		go func() {
-			defer s.mu.Unlock()
+			defer func() { <-s.turn }()
 			if _, err := s.writeLocked(context.Background(), prelude); err != nil {
 				s.setErr(fmt.Errorf("stdin prelude: %w", err))
 			}
@@ -674,8 +691,12 @@ var pastDeadline = time.Unix(1, 0)
 // is closed (the process saw a torn write and cannot be resynchronised).
 // A ctx that ends before any byte is written closes nothing.
 func (s *Stdin) Write(ctx context.Context, p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("stdin write: queued behind the prelude or another write: %w", ctx.Err())
+	}
+	defer func() { <-s.turn }()
 	return s.writeLocked(ctx, p)
 }
 

@@ -369,3 +369,87 @@ func TestOpenOutputLog(t *testing.T) {
 		t.Fatalf("corrupt header: %v", err)
 	}
 }
+
+// TestOpenOutputLogWhileWriting reopens the spill file of a stream that
+// is still being written (a host that died mid-stream): the data region
+// has wrapped past what the last header recorded, and the reader must
+// get the right bytes or a drop count, never newer bytes in old slots.
+func TestOpenOutputLogWhileWriting(t *testing.T) {
+	const spill = headerEvery
+	for _, tc := range []struct {
+		name   string
+		chunks []int64
+	}{
+		{"header then a small wrap", []int64{headerEvery, 1000}},
+		{"pump-sized writes", []int64{64 << 10, 64 << 10, 64 << 10, 512 << 10, 300 << 10, 128 << 10, 100}},
+		{"one write larger than the headroom", []int64{100, 2 * headerEvery}},
+		{"many small writes", func() []int64 {
+			var c []int64
+			for i := 0; i < 300; i++ {
+				c = append(c, 4096+int64(i))
+			}
+			return c
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLog(t, 4096, spill, DropOldest)
+			var end int64
+			for _, n := range tc.chunks {
+				l.Write(stream(end, n))
+				end += n
+			}
+			// No CloseWrite: the writer "crashed".
+			r, err := OpenOutputLog(l.SpillPath())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.spill.Close()
+			c, err := r.ReadFrom(0, 1<<30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			from := c.Next - int64(len(c.Data))
+			if from != c.Dropped || c.Next > end {
+				t.Fatalf("chunk covers [%d, %d) after %d dropped, stream end %d", from, c.Next, c.Dropped, end)
+			}
+			if !bytes.Equal(c.Data, stream(from, int64(len(c.Data)))) {
+				t.Fatalf("reopened log serves wrong bytes in [%d, %d)", from, c.Next)
+			}
+		})
+	}
+}
+
+// TestStdinWriteBehindUnreadPrelude: a process that never reads stdin
+// leaves a large prelude blocked; a later write must still end with its
+// ctx (write-stdin is bounded so a call cannot pin an instance), write
+// nothing, and leave the stream open.
+func TestStdinWriteBehindUnreadPrelude(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s := NewStdin(w, make([]byte, 1<<20)) // far beyond a pipe buffer
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	var n int
+	go func() {
+		defer close(done)
+		n, err = s.Write(ctx, []byte("x"))
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.Close() // unblock the prelude so the test can end
+		<-done
+		t.Fatal("write queued behind an unread prelude ignored its ctx")
+	}
+	if n != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write behind prelude: n=%d err=%v, want 0 and DeadlineExceeded", n, err)
+	}
+	if s.IsClosed() {
+		t.Fatal("a write that sent nothing closed stdin")
+	}
+}

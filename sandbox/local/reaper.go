@@ -35,16 +35,21 @@ type reaperState struct {
 	// mu: Start holds it shared across fork+addRoot; a reap holds it
 	// exclusively across the roots check and the waitid, so a root's
 	// zombie is never taken for an orphan's before it is registered.
-	mu       sync.RWMutex
-	tabMu    sync.Mutex   // guards the maps
-	roots    map[int]bool // root PIDs, reaped by their owners
-	sessions map[int]int  // live session IDs (fallback ownership) → refcount
+	mu    sync.RWMutex
+	tabMu sync.Mutex // guards the maps
+	// roots counts registrations per root PID: a root's PID is free the
+	// moment its settle goroutine reaps it, so a new root can be forked
+	// with the same PID before the old one's removeRoot runs, and that
+	// removal must not unregister the new root (whose zombie the scan
+	// would then reap, stealing its status and unpinning its PGID).
+	roots    map[int]int
+	sessions map[int]int // live session IDs (fallback ownership) → refcount
 	prefixes map[string]int
 	kick     chan struct{}
 }
 
 var (
-	reaper     = &reaperState{roots: map[int]bool{}, sessions: map[int]int{}, prefixes: map[string]int{}, kick: make(chan struct{}, 1)}
+	reaper     = &reaperState{roots: map[int]int{}, sessions: map[int]int{}, prefixes: map[string]int{}, kick: make(chan struct{}, 1)}
 	reaperOnce sync.Once
 	reaperErr  error
 )
@@ -221,7 +226,7 @@ func (r *reaperState) reap(pid int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tabMu.Lock()
-	root := r.roots[pid]
+	root := r.roots[pid] > 0
 	r.tabMu.Unlock()
 	if root {
 		return true
@@ -233,7 +238,7 @@ func (r *reaperState) reap(pid int) bool {
 func (r *reaperState) isRoot(pid int) bool {
 	r.tabMu.Lock()
 	defer r.tabMu.Unlock()
-	return r.roots[pid]
+	return r.roots[pid] > 0
 }
 
 // scan reaps the zombies we own; with only set, just that cgroup's. It
@@ -269,14 +274,16 @@ func (r *reaperState) scan(only *string) (pending int) {
 // addRoot registers a just-forked root; the caller holds mu shared.
 func (r *reaperState) addRoot(pid int) {
 	r.tabMu.Lock()
-	r.roots[pid] = true
+	r.roots[pid]++
 	r.sessions[pid]++ // setsid: SID = PID
 	r.tabMu.Unlock()
 }
 
 func (r *reaperState) removeRoot(pid int) {
 	r.tabMu.Lock()
-	delete(r.roots, pid)
+	if r.roots[pid]--; r.roots[pid] <= 0 {
+		delete(r.roots, pid)
+	}
 	if r.sessions[pid]--; r.sessions[pid] <= 0 {
 		delete(r.sessions, pid)
 	}

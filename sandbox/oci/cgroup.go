@@ -76,8 +76,15 @@ func procCgroups(pid string) map[string]string {
 // directories of every hierarchy, joined with rel ("" for the exact
 // membership). Only hierarchies that are mounted are returned.
 func cgroupDirs(member map[string]string, rel string) []string {
+	return cgroupDirsIn(cgroupMounts(), member, rel)
+}
+
+// cgroupDirsIn is cgroupDirs over mounts already parsed: the mount table
+// is long on a busy host (a few ms to parse), and a monitor parses it
+// once, while it idles as a spare.
+func cgroupDirsIn(mounts []cgroupMount, member map[string]string, rel string) []string {
 	var out []string
-	for _, m := range cgroupMounts() {
+	for _, m := range mounts {
 		var p string
 		var ok bool
 		if m.v2 {

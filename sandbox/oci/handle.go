@@ -145,6 +145,12 @@ func (h *handle) Stats() sandbox.Stats {
 		if ownedDirs(dirs, h.c.st.ContainerID) {
 			cs = readCgroupStats(dirs)
 		}
+		// The monitor may have saved the final figures (and deleted the
+		// cgroups) meanwhile: those win.
+		if b, err := os.ReadFile(filepath.Join(h.c.stateDir, "stats.json")); err == nil {
+			cs = cgroupStats{}
+			_ = json.Unmarshal(b, &cs)
+		}
 	}
 	var s sandbox.Stats
 	if cs.CPUNS != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,7 +20,8 @@ import (
 
 // The monitor is a tiny process between the host and each container, the
 // OCI equivalent of conmon or a containerd shim, made by re-executing the
-// host binary (/proc/self/exe) with monitorEnv set. Why it exists: after
+// host binary (/proc/self/exe) with monitorEnv set, ahead of need (see
+// spare.go). Why it exists: after
 // `runc create` exits, the container's init is re-parented to the nearest
 // child subreaper, and only that process can learn its exit status. If the
 // host were that subreaper, the status would die with the host. The
@@ -38,7 +40,9 @@ func init() {
 	}
 }
 
-// monitorConfig is written by the host to <state>/monitor.json.
+// monitorConfig is written by the host to the monitor's fd 4 (named by
+// monitorEnv), then closed: a pipe, not a file, so that a monitor can be
+// started before its container is known.
 type monitorConfig struct {
 	Runtime     string   `json:"runtime"`
 	GlobalArgs  []string `json:"global_args"`
@@ -61,6 +65,9 @@ type monitorConfig struct {
 	// container's process as exit code 128+n (runsc's sandbox does);
 	// translate it back.
 	SignalCodes bool `json:"signal_codes,omitempty"`
+	// StdinNull: the container's stdin is /dev/null (the spec's stdin is
+	// closed); the monitor's fd 0 is a pipe the host already closed.
+	StdinNull bool `json:"stdin_null,omitempty"`
 }
 
 // monitorStatus is a line the monitor writes to fd 3: first once the
@@ -94,7 +101,7 @@ func recordFrom(ws syscall.WaitStatus, cpu int64) *exitRecord {
 	return r
 }
 
-func runMonitor(cfgPath string) int {
+func runMonitor(cfgFD string) int {
 	unix.CloseOnExec(3)
 	status := os.NewFile(3, "status")
 	enc := json.NewEncoder(status)
@@ -102,20 +109,42 @@ func runMonitor(cfgPath string) int {
 		_ = enc.Encode(monitorStatus{Error: fmt.Sprintf(format, a...), Errno: errno})
 		return 1
 	}
-	b, err := os.ReadFile(cfgPath)
+	fd, err := strconv.Atoi(cfgFD)
+	if err != nil || fd < 4 {
+		return fail(0, "monitor: bad config fd %q", cfgFD)
+	}
+	unix.CloseOnExec(fd)
+	// What does not depend on the container, read before it is known:
+	// the cgroup hierarchies (fixed at boot) and our own membership.
+	mounts, self := cgroupMounts(), procCgroups("self")
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return fail(0, "monitor: subreaper: %v", err)
+	}
+	cfgFile := os.NewFile(uintptr(fd), "config")
+	// Idle until the host sends a config (a spare monitor waits here).
+	b, err := io.ReadAll(cfgFile)
+	cfgFile.Close()
 	if err != nil {
 		return fail(0, "monitor: %v", err)
+	}
+	if len(b) == 0 {
+		return 0 // an unused spare: the host closed it or exited
 	}
 	var cfg monitorConfig
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		return fail(0, "monitor: %v", err)
 	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		return fail(0, "monitor: subreaper: %v", err)
+	if cfg.StdinNull {
+		devnull, err := os.Open(os.DevNull)
+		if err != nil {
+			return fail(0, "monitor: %v", err)
+		}
+		_ = unix.Dup2(int(devnull.Fd()), 0)
+		devnull.Close()
 	}
 	// The cgroups the container will live in, computed before create so
 	// that even a process that exits at once has its OOM counter found.
-	memCg := memoryCgroupDirs(cfg.CgroupRel)
+	memCg := cgroupDirsIn(mounts, self, cfg.CgroupRel)
 
 	pidFile := filepath.Join(cfg.StateDir, "init.pid")
 	// `run --detach` is create + start in one runtime invocation: one
@@ -161,7 +190,7 @@ func runMonitor(cfgPath string) int {
 	}
 	// The exact membership, if the init is still there to ask (an exited
 	// init reads as the root cgroups: ignore that).
-	if dirs := cgroupDirs(procCgroups(strconv.Itoa(pid)), ""); len(dirs) > 0 && ownedDirs(dirs, cfg.ContainerID) {
+	if dirs := cgroupDirsIn(mounts, procCgroups(strconv.Itoa(pid)), ""); len(dirs) > 0 && ownedDirs(dirs, cfg.ContainerID) {
 		memCg = dirs
 	}
 	_ = writeJSONAtomic(filepath.Join(cfg.StateDir, "cgroups.json"), memCg)
@@ -257,9 +286,12 @@ func runMonitor(cfgPath string) int {
 			<-initDone
 		}
 	}
+	// The container is empty: say so first (the host's Wait returns on
+	// it; its Stats reads the cgroups themselves until stats.json is
+	// there, and they outlive it until the delete below).
+	_ = enc.Encode(monitorStatus{Settled: true})
 	// Keep the accounting the runtime's delete is about to remove.
 	_ = writeJSONAtomic(filepath.Join(cfg.StateDir, "stats.json"), readCgroupStats(memCg))
-	_ = enc.Encode(monitorStatus{Settled: true})
 	// The exit is on disk: the runtime's container is no longer needed.
 	// Deleting it here, as `runc run` does, takes the delete off the
 	// caller's Cleanup.

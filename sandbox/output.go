@@ -546,9 +546,10 @@ func (l *OutputLog) WaitSpace(stop <-chan struct{}) int64 {
 }
 
 // LiftBackpressure turns a Backpressure log into DropOldest for the rest
-// of the stream. Backends call it when the root process exits: nothing is
-// left to slow down, and bytes still in the pipe must be captured (ring,
-// then spill, then counted as dropped) rather than lost unseen.
+// of the stream. Backends call it at the drain deadline, for the final
+// sweep of the pipes: until then a reader may still catch up, and after it
+// bytes still in the pipe must be captured (ring, then spill, then counted
+// as dropped) rather than lost unseen.
 func (l *OutputLog) LiftBackpressure() {
 	l.mu.Lock()
 	defer l.mu.Unlock()

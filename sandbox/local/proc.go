@@ -375,7 +375,7 @@ func (p *proc) pump(r *os.File, l *sandbox.OutputLog) {
 	for {
 		room := l.WaitSpace(p.stopPumps)
 		if room == 0 {
-			return
+			break // stopped while full: the final sweep still counts the tail
 		}
 		n, err := readBatch(rc, buf[:min(int64(len(buf)), room)])
 		if n > 0 {

@@ -15,7 +15,7 @@ func TestWATFixturesUpToDate(t *testing.T) {
 		t.Skip("SKIPPED LOUDLY: wat2wasm (Debian wabt) is not installed; `make deps` installs it")
 	}
 	var wats []string
-	for _, g := range []string{"testdata/*/*.wat", "engine/wazero/testdata/*.wat", "engine/enginetest/testdata/*.wat"} {
+	for _, g := range []string{"testdata/*/*.wat", "engine/enginetest/testdata/*.wat"} {
 		m, _ := filepath.Glob(g)
 		wats = append(wats, m...)
 	}

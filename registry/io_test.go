@@ -226,7 +226,10 @@ func TestEvents(t *testing.T) {
 	// per stream until polled.
 	chat := e.spawn(ctx, "i=0; while [ $i -lt 200 ]; do echo line $i; i=$((i+1)); done; sleep 100", PersistOptions{})
 	e.readUntil(ctx, chat, Stdout, "line 199")
-	b, _ = e.r.PollEvents(ctx, cur, 1024, 0)
+	// Events are pushed by the process's watcher, which may lag the log;
+	// nothing consumes them before this poll, so the first batch holds
+	// exactly the one coalesced log-ready however late it was pushed.
+	b, _ = e.r.PollEvents(ctx, cur, 1024, 5*time.Second)
 	n := 0
 	for _, ev := range b.Events {
 		if ev.ID == chat && ev.Kind == EventLogReady {

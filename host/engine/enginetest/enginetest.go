@@ -600,3 +600,38 @@ func testUseAfterClose(t *testing.T, ctor Ctor) {
 		t.Fatal("Instantiate after engine Close succeeded")
 	}
 }
+
+// TestcapDir is the Go conformance capsule's directory, relative to an
+// engine package's directory (host/engine/<engine>), where go test runs
+// that package's benchmarks.
+const TestcapDir = "../../../capsules/testcap"
+
+// GoGuest returns the Go conformance capsule (TestcapDir/testcap.wasm) and
+// a trapping stub for each of its non-WASI imports, so a benchmark measures
+// the engine alone, not the process bindings. ctor only lists the imports.
+// It skips, loudly, when the capsule is not built.
+func GoGuest(b testing.TB, ctor Ctor) ([]byte, []engine.HostFunc) {
+	b.Helper()
+	wasm, err := os.ReadFile(TestcapDir + "/testcap.wasm")
+	if err != nil {
+		b.Skipf("SKIPPED LOUDLY: the Go conformance capsule is not built (capsules/build.sh testcap): %v", err)
+	}
+	ctx := context.Background()
+	eng, err := ctor(ctx, engine.EngineConfig{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	mod, err := eng.Compile(ctx, wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var stubs []engine.HostFunc
+	for _, d := range mod.Imports() {
+		if d.Module != "wasi_snapshot_preview1" {
+			stubs = append(stubs, engine.HostFunc{Module: d.Module, Name: d.Name, Params: d.Params, Results: d.Results,
+				Fn: func(context.Context, engine.Caller, []uint64) { engine.Trapf("stub") }})
+		}
+	}
+	return wasm, stubs
+}

@@ -34,39 +34,12 @@ var engines = []struct {
 	{wasmtime.Name, wasmtime.New},
 }
 
-const testcapDir = "../../../capsules/testcap"
-
-// goGuest returns the Go conformance capsule and stubs for its non-WASI
-// imports: the engine alone is measured, not the process bindings.
-func goGuest(b *testing.B) ([]byte, []engine.HostFunc) {
-	wasm, err := os.ReadFile(testcapDir + "/testcap.wasm")
-	if err != nil {
-		b.Skipf("SKIPPED LOUDLY: the Go conformance capsule is not built (capsules/build.sh testcap): %v", err)
-	}
-	ctx := context.Background()
-	eng, err := wazero.New(ctx, engine.EngineConfig{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer eng.Close(ctx)
-	mod, err := eng.Compile(ctx, wasm)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var stubs []engine.HostFunc
-	for _, d := range mod.Imports() {
-		if d.Module != "wasi_snapshot_preview1" {
-			stubs = append(stubs, engine.HostFunc{Module: d.Module, Name: d.Name, Params: d.Params, Results: d.Results,
-				Fn: func(context.Context, engine.Caller, []uint64) { engine.Trapf("stub") }})
-		}
-	}
-	return wasm, stubs
-}
+const testcapDir = enginetest.TestcapDir
 
 // BenchmarkEngine: the engine seam alone. Go guest = the 4.4 MB
 // conformance capsule (Go runtime); WAT guest = the suite fixture.
 func BenchmarkEngine(b *testing.B) {
-	wasm, stubs := goGuest(b)
+	wasm, stubs := enginetest.GoGuest(b, wazero.New)
 	ctx := context.Background()
 	for _, e := range engines {
 		b.Run(e.name+"/compile_cold", func(b *testing.B) {

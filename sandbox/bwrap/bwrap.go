@@ -42,6 +42,13 @@ import (
 // sandbox, relative to Options.Home.
 var HomeCredentials = []string{".ssh", ".aws", ".gnupg", ".netrc", ".docker", ".kube", ".config/gcloud"}
 
+// RuntimeSockets are masked in every sandbox, with the operator's
+// $XDG_RUNTIME_DIR. The host root is bound read-only, but connect() to a
+// unix socket works on a read-only mount, and the sandbox runs as the
+// host's user: the daemon's own API socket, the session and system
+// buses (systemd-run) and container engines would run anything outside.
+var RuntimeSockets = []string{"/run/user", "/run/dbus", "/run/systemd/private", "/run/docker.sock", "/run/containerd", "/run/podman"}
+
 // Options configure a Backend.
 type Options struct {
 	// Name is the backend name in every Ref (default "bwrap").
@@ -151,6 +158,12 @@ func New(opts Options) (*Backend, error) {
 	for _, m := range opts.Mask {
 		if err := add("mask", m); err != nil {
 			return nil, err
+		}
+	}
+	masks = append(masks, RuntimeSockets...)
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" && filepath.IsAbs(d) {
+		if d = filepath.Clean(d); d != "/" && checkPath("runtime dir", d) == nil {
+			masks = append(masks, d)
 		}
 	}
 	b := &Backend{path: path, masks: masks, procs: map[string]*record{}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -299,5 +300,50 @@ func TestGrandchildDiesWithCommand(t *testing.T) {
 		if b, err := os.ReadFile("/proc/" + en.Name() + "/cmdline"); err == nil && strings.Contains(string(b), marker) {
 			t.Fatalf("descendant %s survived the command", en.Name())
 		}
+	}
+}
+
+// TestEscapeRuntimeSockets: the host root is read-only in the sandbox, but
+// connect() works on a read-only mount, so the unix sockets of the
+// operator's runtime dir (the daemon's API, the session bus) would let a
+// sandboxed process run anything outside. They must not be visible.
+func TestEscapeRuntimeSockets(t *testing.T) {
+	needBwrap(t)
+	rt, err := os.MkdirTemp("/var/tmp", "capsule-bwrap-xdg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(rt) })
+	if err := os.MkdirAll(filepath.Join(rt, "capsule-host"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(rt, "capsule-host", "capsule-host.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	t.Setenv("XDG_RUNTIME_DIR", rt)
+	e := newEnv(t)
+	out, errOut, ex := run(t, e, e.spec(fmt.Sprintf(`if [ -S %s ]; then echo SOCKET-VISIBLE; fi; ls -A %s; echo done`, sock, rt)))
+	if strings.Contains(out, "SOCKET-VISIBLE") || strings.Contains(out, "capsule-host") {
+		t.Fatalf("runtime dir socket visible in the sandbox: %q", out)
+	}
+	if ex.Code != 0 || !strings.Contains(out, "done") {
+		t.Fatalf("exit %+v out %q err %q", ex, out, errOut)
+	}
+	// A socket file (like /run/docker.sock) masked by itself.
+	other := filepath.Join(e.home, "engine.sock")
+	l2, err := net.Listen("unix", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if e.b, err = New(Options{StateDir: e.state, Home: e.home, Mask: []string{other}}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, ex = run(t, e, e.spec(fmt.Sprintf(`if [ -S %s ]; then echo SOCKET-VISIBLE; fi; echo done`, other)))
+	if strings.Contains(out, "SOCKET-VISIBLE") || ex.Code != 0 || !strings.Contains(out, "done") {
+		t.Fatalf("masked socket file: exit %+v out %q err %q", ex, out, errOut)
 	}
 }

@@ -18,10 +18,15 @@ const (
 var envAllow = map[string]bool{"PATH": true, "LANG": true, "TZ": true, "HOME": true, "TERM": true}
 
 // envDenyExact and envDenyPrefix are keys that make a program load code
-// or startup files chosen by whoever sets them.
+// or startup files chosen by whoever sets them. The second line is glibc's
+// own list of variables it ignores in privileged programs (locale, resolver
+// and allocator files, tunables): a sandbox wrapper (bwrap) runs on the host
+// with this environment before it confines anything.
 var envDenyExact = map[string]bool{
 	"BASH_ENV": true, "ENV": true, "PYTHONPATH": true, "PYTHONHOME": true,
 	"NODE_OPTIONS": true, "PERL5OPT": true, "RUBYOPT": true, "GCONV_PATH": true, "ZDOTDIR": true,
+	"GLIBC_TUNABLES": true, "LOCPATH": true, "NLSPATH": true, "HOSTALIASES": true, "LOCALDOMAIN": true,
+	"RES_OPTIONS": true, "RESOLV_HOST_CONF": true, "NIS_PATH": true, "MALLOC_TRACE": true, "GETCONF_DIR": true,
 }
 var envDenyPrefix = []string{"LD_", "DYLD_"}
 
@@ -30,7 +35,8 @@ var envDenyPrefix = []string{"LD_", "DYLD_"}
 // host environment explicitly, nothing is read from os.Environ here), then
 // caller's KEY=VALUE entries, which override base. Caller entries with a
 // reserved key (LD_*, DYLD_*, BASH_ENV, ENV, PYTHONPATH, PYTHONHOME,
-// NODE_OPTIONS, PERL5OPT, RUBYOPT, GCONV_PATH, ZDOTDIR), a key that is not
+// NODE_OPTIONS, PERL5OPT, RUBYOPT, GCONV_PATH, ZDOTDIR, and glibc's
+// privileged-mode list: GLIBC_TUNABLES, LOCPATH, ...), a key that is not
 // [A-Za-z_][A-Za-z0-9_]*, a duplicate key, a NUL in the value, a value over
 // 64 KiB, or more than 256 entries in total are refused with an error
 // wrapping ErrInvalidEnv that names the key.

@@ -6,11 +6,9 @@
 package hostile
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/capsule-host/capsule-host/abi-tests/internal/hosttest"
 	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 const dir = "../testdata/hostile"
@@ -26,28 +25,7 @@ const dir = "../testdata/hostile"
 // wat2wasm makes of the .wat beside it, so the fixtures cannot drift from
 // their reviewed sources.
 func TestHostileWasmIsFreshBuild(t *testing.T) {
-	wat2wasm, err := exec.LookPath("wat2wasm")
-	if err != nil {
-		t.Skip("LOUD SKIP: wat2wasm (Debian package wabt) is not installed, so the committed .wasm fixtures cannot be checked against their .wat sources; CI must `apt-get install -y wabt`")
-	}
-	srcs, _ := filepath.Glob(filepath.Join(dir, "*.wat"))
-	if len(srcs) == 0 {
-		t.Fatal("no .wat fixtures")
-	}
-	for _, src := range srcs {
-		out := filepath.Join(t.TempDir(), "fresh.wasm")
-		if b, err := exec.Command(wat2wasm, src, "-o", out).CombinedOutput(); err != nil {
-			t.Fatalf("wat2wasm %s: %v\n%s", src, err, b)
-		}
-		fresh, _ := os.ReadFile(out)
-		committed, err := os.ReadFile(src[:len(src)-len(".wat")] + ".wasm")
-		if err != nil {
-			t.Fatalf("%s has no committed .wasm: %v (run make hostile in abi-tests)", src, err)
-		}
-		if !bytes.Equal(fresh, committed) {
-			t.Errorf("%s.wasm differs from a fresh wat2wasm build of %s (run make hostile in abi-tests)", src[:len(src)-4], src)
-		}
-	}
+	testutil.CheckWATFixtures(t, filepath.Join(dir, "*.wat"))
 }
 
 // cases pairs each hostile tool with the import it calls (the trap must

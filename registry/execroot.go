@@ -218,32 +218,7 @@ func rootExecutable(root string, hidden []string, p string) (string, error) {
 // found is capability-denied, so a guest cannot probe the image; only an
 // allowed-but-missing entry says "not found".
 func resolveExecInRoot(cmd, path, root string, hidden []string, allowed, literal map[string]bool) (string, error) {
-	cand := ""
-	switch {
-	case filepath.IsAbs(cmd):
-		cand = filepath.Clean(cmd)
-	case strings.ContainsRune(cmd, '/'):
-		return "", fmt.Errorf("%w: command %q: a path must be absolute", ErrCapabilityDenied, cmd)
-	default:
-		for _, dir := range filepath.SplitList(path) {
-			if !filepath.IsAbs(dir) {
-				continue
-			}
-			c := filepath.Join(dir, cmd)
-			if _, err := rootExecutable(root, hidden, c); err == nil {
-				cand = c
-				break
-			}
-		}
-	}
-	if cand != "" {
-		res, err := rootExecutable(root, hidden, cand)
-		switch {
-		case err == nil && allowed[rootExecKey(res, cand)]:
-			return cand, nil
-		case err != nil && literal[cand] && errors.Is(err, fs.ErrNotExist):
-			return "", fmt.Errorf("%w: command %q: allowed but not found in the sandbox's root filesystem", ErrInvalidInput, cmd)
-		}
-	}
-	return "", fmt.Errorf("%w: command %q is not in the capsule's exec list", ErrCapabilityDenied, cmd)
+	resolve := func(c string) (string, error) { return rootExecutable(root, hidden, c) }
+	found := func(c string) bool { _, err := resolve(c); return err == nil }
+	return matchExec(cmd, path, allowed, literal, "in the sandbox's root filesystem", found, resolve)
 }

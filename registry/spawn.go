@@ -202,6 +202,19 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, o
 // guest cannot probe the host's filesystem; only an allowed-but-missing
 // entry says "not found".
 func resolveExec(cmd, path string, allowed, literal map[string]bool) (string, error) {
+	return matchExec(cmd, path, allowed, literal, "on this host",
+		func(c string) bool {
+			fi, err := os.Stat(c)
+			return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+		},
+		filepath.EvalSymlinks)
+}
+
+// matchExec is the exec-list check shared by host and image roots:
+// found tells whether a PATH candidate is an executable there, resolve
+// gives an existing candidate's real file, where names the root in the
+// "allowed but not found" message.
+func matchExec(cmd, path string, allowed, literal map[string]bool, where string, found func(string) bool, resolve func(string) (string, error)) (string, error) {
 	cand := ""
 	switch {
 	case filepath.IsAbs(cmd):
@@ -210,21 +223,19 @@ func resolveExec(cmd, path string, allowed, literal map[string]bool) (string, er
 		return "", fmt.Errorf("%w: command %q: a path must be absolute", ErrCapabilityDenied, cmd)
 	default:
 		for _, dir := range filepath.SplitList(path) {
-			if !filepath.IsAbs(dir) {
-				continue
-			}
-			c := filepath.Join(dir, cmd)
-			if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			if c := filepath.Join(dir, cmd); filepath.IsAbs(dir) && found(c) {
 				cand = c
 				break
 			}
 		}
 	}
 	if cand != "" {
-		if res, err := filepath.EvalSymlinks(cand); err == nil && allowed[rootExecKey(res, cand)] {
+		res, err := resolve(cand)
+		switch {
+		case err == nil && allowed[rootExecKey(res, cand)]:
 			return cand, nil
-		} else if err != nil && literal[cand] && errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("%w: command %q: allowed but not found on this host", ErrInvalidInput, cmd)
+		case err != nil && literal[cand] && errors.Is(err, fs.ErrNotExist):
+			return "", fmt.Errorf("%w: command %q: allowed but not found %s", ErrInvalidInput, cmd, where)
 		}
 	}
 	return "", fmt.Errorf("%w: command %q is not in the capsule's exec list", ErrCapabilityDenied, cmd)

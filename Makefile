@@ -15,7 +15,7 @@ APT_COMMANDS := runc bwrap busybox wat2wasm gcc
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/... ./capsules/internal/e2e/...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test deps go-deps vet unit abi-tests wasmtime-leg purego capsules verify-capsules bench e2e clean
+.PHONY: all build demo test deps go-deps vet hygiene funclen unit abi-tests wasmtime-leg purego capsules verify-capsules bench e2e clean
 
 all: build
 
@@ -46,6 +46,16 @@ vet:
 	$(GO) vet ./...
 	cd abi-tests && $(GO) vet ./...
 
+# hygiene fails if a build output (an ELF binary, a .tmp, a test binary) is
+# tracked by git.
+hygiene:
+	./internal/hygiene.sh
+
+# funclen keeps the rule of ARCHITECTURE.md: no production function over 80
+# lines without a "funclen:" line in its doc comment saying why.
+funclen:
+	$(GO) run ./internal/funclen -max 80 host registry sandbox cmd capsules internal
+
 capsules:
 	./capsules/build.sh
 
@@ -74,7 +84,7 @@ wasmtime-leg:
 	$(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./capsules/... ./cmd/...
 	cd abi-tests && $(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./...
 
-test: deps go-deps build purego verify-capsules vet unit abi-tests wasmtime-leg
+test: hygiene deps go-deps build purego verify-capsules vet unit abi-tests wasmtime-leg
 	@echo ">> all checks passed"
 
 bench:

@@ -20,7 +20,7 @@ func newLog(t *testing.T, ring int, spill int64, ov Overflow) *OutputLog {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.SpillPath = filepath.Join(d, "out.log")
+		cfg.Spill, cfg.SpillName = d, "out.log"
 	}
 	l, err := NewOutputLog(cfg)
 	if err != nil {
@@ -238,6 +238,9 @@ func TestSpillDiskErrorReported(t *testing.T) {
 		t.Skipf("SKIPPED: /dev/full unavailable (%v); cannot simulate a full disk", err)
 	}
 	l.mu.Lock()
+	if err := l.lazySpillLocked(); err != nil { // the spill file is made at the first write
+		t.Fatal(err)
+	}
 	l.spill.Close()
 	l.spill = full
 	l.mu.Unlock()

@@ -164,8 +164,8 @@ func (p *proc) start(argv []string) (err error) {
 	// Output logs.
 	o := spec.Output
 	if o.SpillBytes > 0 {
-		// Created at the first byte of output: see OutputLogConfig.SpillDir.
-		d, err := sandbox.NewLazySpillDir(o.SpillDir)
+		// Created at the first byte of output: see OutputLogConfig.Spill.
+		d, err := sandbox.NewSpillDir(o.SpillDir)
 		if err != nil {
 			return fmt.Errorf("output.spill-dir: %w", err)
 		}
@@ -175,7 +175,7 @@ func (p *proc) start(argv []string) (err error) {
 	mk := func(name string) (*sandbox.OutputLog, error) {
 		c := sandbox.OutputLogConfig{RingBytes: o.RingBytes, SpillBytes: o.SpillBytes, Overflow: o.Overflow}
 		if o.SpillBytes > 0 {
-			c.SpillDir, c.SpillName = p.spillDir, name+".log"
+			c.Spill, c.SpillName = p.spillDir, name+".log"
 		}
 		return sandbox.NewOutputLog(c)
 	}

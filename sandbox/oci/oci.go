@@ -304,18 +304,24 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 	mcfg.StdinNull = spec.Stdin.Mode == sandbox.StdinClosed
 
 	// Output logs.
+	// The spill directory is created now, not lazily: the state file names
+	// it, so that a fresh Backend's Cleanup finds it.
+	var spill *sandbox.SpillDir
 	if spec.Output.SpillBytes > 0 {
 		d, err := sandbox.NewSpillDir(spec.Output.SpillDir)
+		if err == nil {
+			c.st.SpillDir, err = d.Path()
+		}
 		if err != nil {
 			cleanupOnFail()
 			return nil, err
 		}
-		c.st.SpillDir = d
+		spill = d
 	}
 	for i, name := range []string{"stdout", "stderr"} {
 		lc := sandbox.OutputLogConfig{RingBytes: spec.Output.RingBytes, SpillBytes: spec.Output.SpillBytes, Overflow: spec.Output.Overflow}
-		if c.st.SpillDir != "" {
-			lc.SpillPath = filepath.Join(c.st.SpillDir, name)
+		if spill != nil {
+			lc.Spill, lc.SpillName = spill, name
 		}
 		l, err := sandbox.NewOutputLog(lc)
 		if err != nil {

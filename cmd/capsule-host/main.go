@@ -24,6 +24,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
 
 // version is set at build time: -ldflags "-X main.version=v1.2.3".
@@ -38,6 +39,11 @@ const (
 )
 
 func main() {
+	// A re-executed copy of this binary may be a backend's helper (the
+	// local exec helper, the OCI monitor): the one explicit entry point.
+	if reexec.Init() {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()

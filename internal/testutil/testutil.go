@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
 
 // SyncBuffer is a goroutine-safe bytes.Buffer: a log sink or a guest's
@@ -32,11 +34,21 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
-// RunWithTempDir is the body of a TestMain that shares one temporary
-// directory across the test binary (a compiled-module cache, so each
-// guest is compiled once per run, not once per test): it sets *dir, runs
-// the tests, removes the directory and returns the exit code for os.Exit.
+// Main is the body of a TestMain for a test binary that starts backend
+// processes: the backends re-execute the test binary as their helpers
+// (sandbox/reexec), so it must become the helper when asked to. It
+// returns the exit code for os.Exit.
+func Main(m *testing.M) int {
+	reexec.Init()
+	return m.Run()
+}
+
+// RunWithTempDir is Main for a test binary that shares one temporary
+// directory (a compiled-module cache, so each guest is compiled once per
+// run, not once per test): it sets *dir, runs the tests, removes the
+// directory and returns the exit code for os.Exit.
 func RunWithTempDir(m *testing.M, pattern string, dir *string) int {
+	reexec.Init()
 	d, err := os.MkdirTemp("", pattern)
 	if err != nil {
 		panic(err)

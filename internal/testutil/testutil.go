@@ -1,17 +1,18 @@
 // Package testutil holds test helpers shared by every layer (sandbox,
-// registry, host, capsules, cmd). It imports only the standard library, so
-// any test may use it without bending the layering.
+// registry, host, capsules, cmd). It imports only the standard library and
+// internal/procfs and sandbox/reexec (both standard library only), so any
+// test may use it without bending the layering.
 package testutil
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
+	"github.com/capsule-host/capsule-host/internal/procfs"
 	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
 
@@ -90,24 +91,13 @@ func Greeter(t testing.TB, greeting string) (port int, served <-chan struct{}) {
 // ZombieChildren lists this process's zombie children as "pid (comm)":
 // an unreaped child is a leak, whoever forked it.
 func ZombieChildren() []string {
-	me := strconv.Itoa(os.Getpid())
-	ents, _ := os.ReadDir("/proc")
+	me := os.Getpid()
+	pids, _ := procfs.PIDs()
 	var out []string
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) > 2 && f[0] == "Z" && f[1] == me {
-			out = append(out, string(b[:i+1]))
+	for _, pid := range pids {
+		st, err := procfs.ReadStat(pid)
+		if err == nil && st.Zombie() && st.PPID == me {
+			out = append(out, fmt.Sprintf("%d (%s)", st.PID, st.Comm))
 		}
 	}
 	return out

@@ -1,41 +1,15 @@
 package bwrap
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/capsule-host/capsule-host/internal/procfs"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
-
-type stat struct {
-	ppid  int
-	start uint64
-}
-
-func readStat(pid int) (stat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return stat{}, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return stat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return stat{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	start, _ := strconv.ParseUint(f[19], 10, 64)
-	return stat{ppid: ppid, start: start}, true
-}
 
 // signalDescendants sends sig to every descendant of root (not root
 // itself: bwrap's outer process). Everything in the sandbox descends from
@@ -47,23 +21,19 @@ func signalDescendants(root int, sig syscall.Signal) error {
 	if root <= 0 {
 		return fmt.Errorf("bwrap: no process to signal: %w", sandbox.ErrNotFound)
 	}
-	ents, err := os.ReadDir("/proc")
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return fmt.Errorf("bwrap: scan /proc: %w: %w", sandbox.ErrUnavailable, err)
 	}
 	children := map[int][]int{}
 	starts := map[int]uint64{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	for _, pid := range pids {
+		st, err := procfs.ReadStat(pid)
 		if err != nil {
 			continue
 		}
-		st, ok := readStat(pid)
-		if !ok {
-			continue
-		}
-		children[st.ppid] = append(children[st.ppid], pid)
-		starts[pid] = st.start
+		children[st.PPID] = append(children[st.PPID], pid)
+		starts[pid] = st.Start
 	}
 	var errs []error
 	queue := append([]int(nil), children[root]...)
@@ -75,7 +45,7 @@ func signalDescendants(root int, sig syscall.Signal) error {
 		if err != nil {
 			continue // gone
 		}
-		if st, ok := readStat(pid); ok && st.start == starts[pid] {
+		if st, err := procfs.ReadStat(pid); err == nil && st.Start == starts[pid] {
 			if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 				errs = append(errs, err)
 			}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
 
 // helperArg0 marks a re-exec of the host binary as the exec helper.
@@ -17,10 +19,14 @@ import (
 // Why a helper: cgroup v1 has no CLONE_INTO_CGROUP, and rlimits set with
 // prlimit after start leave a window in which the program already runs
 // unlimited. The helper (this same binary, re-executed through
-// /proc/self/exe before main runs) joins the v1 cgroups and sets the
-// rlimits, then execs the real program: the program starts limited. It is
-// used only when a spec asks for such a limit; the common path execs the
-// program directly.
+// /proc/self/exe) joins the v1 cgroups and sets the rlimits, then execs
+// the real program: the program starts limited. It is used only when a
+// spec asks for such a limit (or a v1 cgroup must be joined); the common
+// path execs the program directly.
+//
+// The role is registered with sandbox/reexec (registration only): a binary
+// becomes the helper only where main or a TestMain calls reexec.Init
+// first, never by side effect of linking this package.
 //
 // Protocol: argv = [helperArg0, "-nofile", N, "-cpu", S, "-join", FILE...,
 // "--", program argv...]; the helper's own environment is empty; fd 3 is a
@@ -29,11 +35,20 @@ import (
 // NUL-separated, until EOF.
 const helperArg0 = "capsule-host-local-exec"
 
-func init() {
-	if len(os.Args) > 1 && os.Args[0] == helperArg0 {
-		os.Exit(helperMain(os.Args[1:]))
-	}
+func init() { reexec.Register(helperArg0, helperMain) }
+
+// helperError is an exec failure reported by the helper; it unwraps to the
+// errno so errors.Is(err, fs.ErrNotExist) works as for a direct exec.
+type helperError struct {
+	errno syscall.Errno
+	msg   string
 }
+
+func (e *helperError) Error() string { return e.msg }
+func (e *helperError) Unwrap() error { return e.errno }
+
+// helperMain is the helper: it runs in reexec.Init, before the host's
+// main; args are the flags, "--" and the program's argv.
 
 func helperMain(args []string) int {
 	status := os.NewFile(3, "status")

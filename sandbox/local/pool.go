@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/capsule-host/capsule-host/internal/procfs"
 	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
 )
 
@@ -74,10 +75,7 @@ func releaseGroup(g *cgroups.Group, empty bool) error {
 
 // hostTag names this host process in its cgroups: "h<pid>-<start>",
 // the start time (clock ticks since boot) guarding against PID reuse.
-var hostTag = func() string {
-	st, _ := readStat(os.Getpid())
-	return fmt.Sprintf("h%d-%d", os.Getpid(), st.start)
-}()
+var hostTag = fmt.Sprintf("h%d-%d", os.Getpid(), procfs.StartTime(os.Getpid()))
 
 // groupName is the cgroup name of a process (or, with id "", of a pool
 // slot n).
@@ -148,6 +146,6 @@ func staleHost(name string) bool {
 	if err1 != nil || err2 != nil || pid <= 0 || pid == os.Getpid() {
 		return false
 	}
-	st, ok := readStat(pid)
-	return !ok || st.start != start
+	st, err := procfs.ReadStat(pid)
+	return err != nil || st.Start != start
 }

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/signal"
@@ -13,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/capsule-host/capsule-host/internal/procfs"
 	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
 )
 
@@ -146,60 +146,27 @@ func children() []int {
 }
 
 func childrenByScan() []int {
-	ents, err := os.ReadDir("/proc")
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return nil
 	}
 	me := os.Getpid()
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if st, ok := readStat(pid); ok && st.ppid == me {
+	for _, pid := range pids {
+		if st, err := procfs.ReadStat(pid); err == nil && st.PPID == me {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
 
-// procStat is what the reaper and the fallback identity need from
-// /proc/<pid>/stat.
-type procStat struct {
-	state     byte
-	ppid      int
-	pgid, sid int
-	start     uint64 // start time in clock ticks since boot (field 22)
-}
-
-func readStat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	// comm may contain spaces and parentheses: split after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0]=state(3) f[1]=ppid(4) f[2]=pgrp(5) f[3]=session(6) ... f[19]=starttime(22)
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procStat{}, false
-	}
-	var s procStat
-	s.state = f[0][0]
-	s.ppid, _ = strconv.Atoi(f[1])
-	s.pgid, _ = strconv.Atoi(f[2])
-	s.sid, _ = strconv.Atoi(f[3])
-	s.start, _ = strconv.ParseUint(f[19], 10, 64)
-	return s, true
-}
+// dead reports whether a child has exited and awaits reaping ('Z'; 'X'
+// is the instant of its release).
+func dead(st procfs.Stat) bool { return st.State == 'Z' || st.State == 'X' }
 
 // owns reports whether zombie pid belongs to one of our trees; if
 // only is non-empty, whether it belongs to that cgroup path exactly.
-func (r *reaperState) owns(pid int, st procStat, only string) bool {
+func (r *reaperState) owns(pid int, st procfs.Stat, only string) bool {
 	r.tabMu.Lock()
 	defer r.tabMu.Unlock()
 	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup"); err == nil {
@@ -217,7 +184,7 @@ func (r *reaperState) owns(pid int, st procStat, only string) bool {
 			}
 		}
 	}
-	return only == "" && r.sessions[st.sid] > 0
+	return only == "" && r.sessions[st.SID] > 0
 }
 
 // reap collects zombie pid unless it is a root. The zombie pins its PID
@@ -253,11 +220,11 @@ func (r *reaperState) scan(only *string) (pending int) {
 		if r.isRoot(pid) {
 			continue
 		}
-		st, ok := readStat(pid)
-		if !ok {
+		st, err := procfs.ReadStat(pid)
+		if err != nil {
 			continue
 		}
-		zombie := st.state == 'Z' || st.state == 'X'
+		zombie := dead(st)
 		if !zombie && o == "" {
 			continue
 		}
@@ -313,11 +280,11 @@ func (r *reaperState) scanSession(sid int) (pending int) {
 		if r.isRoot(pid) {
 			continue
 		}
-		st, ok := readStat(pid)
-		if !ok || st.sid != sid {
+		st, err := procfs.ReadStat(pid)
+		if err != nil || st.SID != sid {
 			continue
 		}
-		if st.state != 'Z' && st.state != 'X' || !r.reap(pid) {
+		if !dead(st) || !r.reap(pid) {
 			pending++
 		}
 	}

@@ -1,6 +1,9 @@
 package cgroups
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 )
@@ -44,4 +47,40 @@ func TestDetect(t *testing.T) {
 		t.Fatal("no cgroup hierarchy found")
 	}
 	t.Logf("v2 %q (controllers %v), v1 %v", s.V2, s.V2Controllers, s.V1)
+}
+
+// A limit no hierarchy can enforce is a *LimitError naming the controller
+// and wrapping ErrUnsupported (no cgroup is touched: the System has none).
+func TestLimitErrorUnsupported(t *testing.T) {
+	s := &System{V1: map[string]string{}, V1Paths: map[string]string{}, V2Controllers: map[string]bool{}}
+	for _, tc := range []struct {
+		lim  Limits
+		ctrl string
+	}{
+		{Limits{MemoryBytes: 1 << 20}, "memory"},
+		{Limits{Pids: 8}, "pids"},
+	} {
+		g, err := s.NewGroup("t", tc.lim)
+		var le *LimitError
+		if g != nil || !errors.As(err, &le) || le.Controller != tc.ctrl || !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("NewGroup(%+v) = %v, %v; want a %s LimitError wrapping ErrUnsupported", tc.lim, g, err, tc.ctrl)
+		}
+	}
+}
+
+// A limit file that cannot be written is a *LimitError too, wrapping the
+// write error, not ErrUnsupported. A plain directory stands in for the v1
+// hierarchy: mkdir works there, and opening pids.max (never created) fails.
+func TestLimitErrorWriteFails(t *testing.T) {
+	root := t.TempDir()
+	s := &System{V1: map[string]string{"pids": root}, V1Paths: map[string]string{"pids": "/"}, V2Controllers: map[string]bool{}}
+	g, err := s.NewGroup("t", Limits{Pids: 8})
+	var le *LimitError
+	if g != nil || !errors.As(err, &le) || le.Controller != "pids" || errors.Is(err, ErrUnsupported) || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("NewGroup = %v, %v; want a pids LimitError wrapping ErrNotExist", g, err)
+	}
+	// The failed group was removed again.
+	if _, err := os.Stat(filepath.Join(root, Parent, "t")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("leaf left behind: %v", err)
+	}
 }

@@ -1,0 +1,169 @@
+package local
+
+import (
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+)
+
+// The output pump: one goroutine per stream copies the pipe into its
+// OutputLog, honouring the log's backpressure, until EOF or until the
+// drain bound stops it (stopPumps).
+
+// startPumps starts the two pumps; pumpsDone closes when both returned.
+func (p *proc) startPumps(outR, errR *os.File) {
+	p.readers = []*os.File{outR, errR}
+	p.pumpsLeft = 2
+	go p.pump(outR, p.stdout)
+	go p.pump(errR, p.stderr)
+}
+
+// drain waits for the pumps up to the spec's drain bound: a descendant
+// holding the pipes does not hold the settlement.
+func (p *proc) drain() {
+	t := time.NewTimer(p.spec.Drain)
+	defer t.Stop()
+	select {
+	case <-p.pumpsDone:
+	case <-t.C:
+		p.stopPumpsNow()
+	}
+}
+
+// stopPumpsNow ends the pumps at the drain bound. What still sits in the
+// pipes is captured by one last sweep with backpressure lifted (so an
+// unacknowledged tail becomes counted drops, never an unseen loss), then
+// the pumps stop.
+func (p *proc) stopPumpsNow() {
+	p.stdout.LiftBackpressure()
+	p.stderr.LiftBackpressure()
+	close(p.stopPumps)
+	p.mu.Lock()
+	for _, r := range p.readers {
+		r.SetReadDeadline(pastDeadline)
+	}
+	p.mu.Unlock()
+	<-p.pumpsDone
+}
+
+var pastDeadline = time.Unix(1, 0)
+
+func (p *proc) pump(r *os.File, l *sandbox.OutputLog) {
+	defer func() {
+		l.CloseWrite()
+		r.Close()
+		p.pumpDone()
+	}()
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := *bp
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	for {
+		room := l.WaitSpace(p.stopPumps)
+		if room == 0 {
+			break // stopped while full: the final sweep still counts the tail
+		}
+		n, err := readBatch(rc, buf[:min(int64(len(buf)), room)])
+		if n > 0 {
+			l.Write(buf[:n])
+		}
+		if err != nil {
+			break
+		}
+	}
+	select {
+	case <-p.stopPumps:
+		finalSweep(rc, l, buf)
+	default:
+	}
+}
+
+// finalSweep reads, without waiting, what the pipe still holds when the
+// drain bound stops the pump (bounded: a writer still running is killed
+// right after).
+func finalSweep(rc syscall.RawConn, l *sandbox.OutputLog, buf []byte) {
+	rc.Control(func(fd uintptr) {
+		for total := 0; total < 1<<20; {
+			k, err := unix.Read(int(fd), buf)
+			if err == unix.EINTR {
+				continue
+			}
+			if k <= 0 || err != nil {
+				return
+			}
+			l.Write(buf[:k])
+			total += k
+		}
+	})
+}
+
+// readBatch reads whatever the pipe holds, up to len(buf), waiting (in
+// the poller, honouring the read deadline) only while it is empty.
+// Writers typically write 4 KiB at a time; one log write per batch
+// instead of per 4 KiB keeps the spill's syscalls off the per-write path.
+func readBatch(rc syscall.RawConn, buf []byte) (int, error) {
+	n := 0
+	var rerr error
+	err := rc.Read(func(fd uintptr) bool {
+		for n < len(buf) {
+			k, err := unix.Read(int(fd), buf[n:])
+			if err == unix.EINTR {
+				continue
+			}
+			if err == unix.EAGAIN {
+				return n > 0 // nothing yet: wait for data
+			}
+			if err != nil {
+				rerr = err
+				return true
+			}
+			if k == 0 {
+				rerr = io.EOF
+				return true
+			}
+			n += k
+		}
+		return true
+	})
+	if rerr == nil {
+		rerr = err
+	}
+	return n, rerr
+}
+
+// growPipe asks for a 256 KiB pipe (default 64 KiB), best effort: a
+// writer then blocks less while the pump is busy writing the spill file.
+// Pipe pages are allocated as they fill, so quiet processes pay nothing.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 256<<10) })
+	}
+}
+
+// pumpBufs recycles pump buffers: a spawn should not allocate and zero
+// 256 KiB. 128 KiB reads keep the per-read overhead small in a flood.
+var pumpBufs = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
+
+// pumpDone closes pumpsDone once both pumps returned.
+func (p *proc) pumpDone() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.pumpsDone:
+		return
+	default:
+	}
+	p.pumpsLeft--
+	if p.pumpsLeft == 0 {
+		close(p.pumpsDone)
+	}
+}

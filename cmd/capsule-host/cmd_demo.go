@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/config"
@@ -182,7 +183,7 @@ func (d *demo) run(tmp string) error {
 	info, err := d.rt.Registry.OperatorStatus(id)
 	if err == nil {
 		p := d.rt.ProcessView(info)
-		d.say("   the registry now says: phase %s, %s, reason %s", p.Phase, daemon.ExitText(p.Exit), dash(p.Reason))
+		d.say("   the registry now says: phase %s, %s, reason %s", p.Phase, api.ExitText(p.Exit), dash(p.Reason))
 	}
 	d.say("")
 	d.say("done. Try it as a daemon: capsule-host serve, then capsule-host call shell spawn_background_process '{\"command\":\"...\"}' --principal alice")

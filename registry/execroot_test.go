@@ -11,7 +11,8 @@ import (
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
-// imageRoot lays out a small image: a busybox-like multi-call binary
+// imageRoot lays out a small image (sandbox/inroot_test.go has the same
+// one for the resolver itself): a busybox-like multi-call binary
 // behind applet symlinks, an absolute alias under /usr/bin, symlinks that
 // try to leave the root, one into the workspace mount point, a loop.
 func imageRoot(t testing.TB) string {
@@ -50,48 +51,6 @@ func imageRoot(t testing.TB) string {
 }
 
 var imageHidden = []string{"/workspace", "/tmp", "/dev", "/proc", "/sys"}
-
-func TestResolveInRoot(t *testing.T) {
-	root := imageRoot(t)
-	tests := []struct {
-		path, want string
-		err        error
-	}{
-		{"/bin/sh", "/bin/busybox", nil},
-		{"/usr/bin/sh", "/bin/busybox", nil},
-		{"/bin/escape", "/bin/busybox", nil},
-		{"/bin/../../bin/sh", "/bin/busybox", nil},
-		{"/bin/ws", "/workspace/tool", nil},
-		{"/bin/dir", "/usr", nil},
-		{"/bin/passwd", "", os.ErrNotExist},
-		{"/bin/nothing", "", os.ErrNotExist},
-		{"/bin/loop", "", syscall.ELOOP},
-		{"/bin/sh/x", "", syscall.ENOTDIR},
-	}
-	for _, tc := range tests {
-		for name, resolve := range map[string]func(string, string) (string, os.FileMode, error){
-			"openat2": resolveInRoot,
-			"walk": func(root, p string) (string, os.FileMode, error) {
-				real, err := filepath.EvalSymlinks(root)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return walkInRoot(real, p)
-			},
-		} {
-			got, _, err := resolve(root, tc.path)
-			if tc.err != nil {
-				if !errors.Is(err, tc.err) {
-					t.Errorf("%s(%s) = %q, %v; want %v", name, tc.path, got, err, tc.err)
-				}
-				continue
-			}
-			if err != nil || got != tc.want {
-				t.Errorf("%s(%s) = %q, %v; want %q", name, tc.path, got, err, tc.want)
-			}
-		}
-	}
-}
 
 func TestResolveExecInRoot(t *testing.T) {
 	root := imageRoot(t)

@@ -73,7 +73,7 @@ func (r *Registry) sweep() {
 			r.mu.Lock()
 			reason := p.reason
 			r.mu.Unlock()
-			r.log.Info("reaping process", append(p.attrs(), "reason", reasonName(reason))...)
+			r.log.Info("reaping process", append(p.attrs(), "reason", reason.String())...)
 			if _, err := r.terminate(context.Background(), p, r.cfg.Defaults.StopGrace); err != nil {
 				r.log.Error("reap: terminate failed", append(p.attrs(), "err", err)...)
 			}

@@ -405,7 +405,7 @@ func (r *Registry) recordExit(p *proc) {
 	if st := p.h.Stdin(); st != nil {
 		st.Close()
 	}
-	attrs := append(p.attrs(), "reason", reasonName(reason))
+	attrs := append(p.attrs(), "reason", reason.String())
 	if err != nil {
 		r.log.Warn("process exit unknown: backend lost it", append(attrs, "err", err)...)
 	} else {
@@ -464,26 +464,6 @@ func (r *Registry) scopeLocked(o owner) *scope {
 		r.scopes[o] = sc
 	}
 	return sc
-}
-
-func reasonName(r Reason) string {
-	switch r {
-	case ReasonSelfExit:
-		return "self-exit"
-	case ReasonStopped:
-		return "stopped"
-	case ReasonKilled:
-		return "killed"
-	case ReasonLifetime:
-		return "lifetime"
-	case ReasonIdle:
-		return "idle"
-	case ReasonEvicted:
-		return "evicted"
-	case ReasonRemoved:
-		return "removed"
-	}
-	return "unknown"
 }
 
 // sortProcs orders processes by start time (stable list output).

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 )
 
 func init() {
@@ -214,7 +213,7 @@ func runPS(e *env, o *opts, _ []string) error {
 	fmt.Fprintln(tw, "ID\tCAPSULE\tPRINCIPAL\tLABEL\tPHASE\tEXIT\tAGE\tCOMMAND")
 	for _, p := range ps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Capsule, p.Principal, dash(p.Label), p.Phase,
-			daemon.ExitText(p.Exit), ago(p.AgeMS), abbreviate(p.Command, 40))
+			api.ExitText(p.Exit), ago(p.AgeMS), abbreviate(p.Command, 40))
 	}
 	return tw.Flush()
 }
@@ -266,7 +265,7 @@ func runInspect(e *env, o *opts, args []string) error {
 	}
 	row("PID", pid)
 	row("Phase", p.Phase)
-	row("Exit", daemon.ExitText(p.Exit))
+	row("Exit", api.ExitText(p.Exit))
 	row("Reason", dash(p.Reason))
 	row("Age", ago(p.AgeMS))
 	row("Idle", ago(p.IdleMS))
@@ -353,7 +352,7 @@ func runLogs(e *env, o *opts, args []string) error {
 		return err
 	}
 	if p2, err := c.Process(context.WithoutCancel(e.ctx), id); err == nil {
-		fmt.Fprintf(e.stderr, "process %s ended: %s\n", p.LogID, daemon.ExitText(p2.Exit))
+		fmt.Fprintf(e.stderr, "process %s ended: %s\n", p.LogID, api.ExitText(p2.Exit))
 	} else {
 		fmt.Fprintf(e.stderr, "process %s ended\n", p.LogID)
 	}
@@ -409,6 +408,6 @@ func runStop(e *env, o *opts, args []string) error {
 	if e.g.json {
 		return printJSON(e.stdout, api.StopResponse{Exit: ex})
 	}
-	fmt.Fprintf(e.stdout, "stopped %s: %s\n", p.LogID, daemon.ExitText(&ex))
+	fmt.Fprintf(e.stdout, "stopped %s: %s\n", p.LogID, api.ExitText(&ex))
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/config"
@@ -104,27 +105,46 @@ func (d *demo) call(principal, tool string, in map[string]any) (map[string]any, 
 	return out, res.Instance, nil
 }
 
+// run is the demo's story, one step per function; each step's error
+// names the step.
 func (d *demo) run(tmp string) error {
 	d.say("capsule-host demo: a persistent process outlives the pooled instance that started it")
 	d.say("engine %s · capsule shell · state in %s (temporary)", d.rt.Engine, tmp)
 	d.say("")
+	id, err := d.spawn()
+	if err != nil {
+		return err
+	}
+	for _, step := range []func(string) error{d.reads, d.otherPrincipal, d.stop} {
+		if err := step(id); err != nil {
+			return err
+		}
+		d.say("")
+	}
+	d.say("done. Try it as a daemon: capsule-host serve, then capsule-host call shell spawn_background_process '{\"command\":\"...\"}' --principal alice")
+	return nil
+}
 
-	// 1. spawn.
+// spawn is step 1: alice starts the ticker; it returns the process ID.
+func (d *demo) spawn() (string, error) {
 	d.say("1. alice asks the shell capsule to start a ticking script as a persistent process")
 	d.say("   $ %s", demoScript)
 	out, inst, err := d.call("alice", "spawn_background_process", map[string]any{"command": demoScript, "label": "ticker"})
 	if err != nil {
-		return fmt.Errorf("step 1 (spawn): %w", err)
+		return "", fmt.Errorf("step 1 (spawn): %w", err)
 	}
 	id := str(out, "id", "process_id")
 	if id == "" {
-		return fmt.Errorf("step 1 (spawn): no id in %v", out)
+		return "", fmt.Errorf("step 1 (spawn): no id in %v", out)
 	}
 	d.say("   spawn_background_process ran on instance #%d", inst)
 	d.say("   process ID %s…%s (52 characters, 256 random bits; logs show only its hash %s)", id[:6], id[len(id)-4:], d.rt.Registry.LogID(id))
 	d.say("")
+	return id, nil
+}
 
-	// 2. two reads with a cursor, on different instances.
+// reads is step 2: two reads with a cursor, on different instances.
+func (d *demo) reads(id string) error {
 	d.say("2. alice reads its output twice, continuing from a cursor; each call may land on any pooled instance")
 	time.Sleep(700 * time.Millisecond)
 	first, inst1, err := d.call("alice", "read_process_logs", map[string]any{"id": id})
@@ -155,11 +175,13 @@ func (d *demo) run(tmp string) error {
 	}
 	d.say("   → two reads on two instances (#%d, #%d), the second continuing where the cursor said:", inst1, inst2)
 	d.say("     the process belongs to (shell, alice), not to any instance")
-	d.say("")
+	return nil
+}
 
-	// 3. another principal.
+// otherPrincipal is step 3: bob presents alice's ID and learns nothing.
+func (d *demo) otherPrincipal(id string) error {
 	d.say("3. bob presents the very same ID")
-	_, _, err = d.call("bob", "read_process_logs", map[string]any{"id": id})
+	_, _, err := d.call("bob", "read_process_logs", map[string]any{"id": id})
 	var te *host.ToolError
 	switch {
 	case err == nil:
@@ -170,9 +192,11 @@ func (d *demo) run(tmp string) error {
 	default:
 		return fmt.Errorf("step 3: want no-such-process, got: %w", err)
 	}
-	d.say("")
+	return nil
+}
 
-	// 4. stop.
+// stop is step 4: alice stops the tree; the registry shows the exit.
+func (d *demo) stop(id string) error {
 	d.say("4. alice stops it: SIGTERM to the whole process tree, SIGKILL after the grace period")
 	stopped, inst4, err := d.call("alice", "kill_process", map[string]any{"id": id, "grace_ms": 2000})
 	if err != nil {
@@ -182,10 +206,8 @@ func (d *demo) run(tmp string) error {
 	info, err := d.rt.Registry.OperatorStatus(id)
 	if err == nil {
 		p := d.rt.ProcessView(info)
-		d.say("   the registry now says: phase %s, %s, reason %s", p.Phase, daemon.ExitText(p.Exit), dash(p.Reason))
+		d.say("   the registry now says: phase %s, %s, reason %s", p.Phase, api.ExitText(p.Exit), dash(p.Reason))
 	}
-	d.say("")
-	d.say("done. Try it as a daemon: capsule-host serve, then capsule-host call shell spawn_background_process '{\"command\":\"...\"}' --principal alice")
 	return nil
 }
 

@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -368,7 +367,8 @@ var principalName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$`)
 var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Parse decodes and validates data read from file (for messages and for
-// resolving relative paths).
+// resolving relative paths, made absolute against the file's directory).
+// The first problem found is the one reported (see check.go).
 func Parse(file string, data []byte) (*Config, error) {
 	c := &Config{}
 	// Strict: a key Config has no field for is an error, not ignored.
@@ -381,133 +381,11 @@ func Parse(file string, data []byte) (*Config, error) {
 	if abs, err := filepath.Abs(base); err == nil {
 		base = abs
 	}
-	fail := func(key, format string, a ...any) error {
-		return &Error{File: file, Line: lines.Find(key), Key: key, Msg: fmt.Sprintf(format, a...)}
-	}
-	abs := func(p string) string {
-		if p == "" || filepath.IsAbs(p) {
-			return p
+	ck := &checker{file: file, lines: lines, base: base}
+	for _, step := range []func(*Config) error{ck.top, ck.principals, ck.limits, ck.backends, ck.profiles} {
+		if err := step(c); err != nil {
+			return nil, err
 		}
-		return filepath.Join(base, p)
-	}
-
-	if c.Engine != "" && !slices.Contains(knownEngines, c.Engine) {
-		return nil, fail("engine", "unknown engine %q (want one of %s)", c.Engine, strings.Join(knownEngines, ", "))
-	}
-	c.StateDir = abs(c.StateDir)
-	c.WorkspaceRoot = abs(c.WorkspaceRoot)
-	c.Socket = abs(c.Socket)
-	for i, d := range c.Capsules {
-		if d == "" {
-			return nil, fail("capsules", "empty capsule directory")
-		}
-		c.Capsules[i] = abs(d)
-	}
-	switch c.Log.Level {
-	case "", "debug", "info", "warn", "error":
-	default:
-		return nil, fail("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
-	}
-	if c.TCP.Listen != "" {
-		if err := checkLoopback(c.TCP.Listen); err != nil {
-			return nil, fail("tcp.listen", "%v", err)
-		}
-		if len(c.Principals) == 0 {
-			return nil, fail("tcp.listen", "the TCP listener needs at least one [principals.NAME] with token_sha256")
-		}
-	}
-	seen := map[string]string{}
-	names := make([]string, 0, len(c.Principals))
-	for n := range c.Principals {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		key := stricttoml.Key("principals", n)
-		if !principalName.MatchString(n) {
-			return nil, fail(key, "invalid principal name %q", n)
-		}
-		p := c.Principals[n]
-		if len(p.TokenSHA256) == 0 {
-			return nil, fail(key+".token_sha256", "missing: list at least one token hash (capsule-host token prints one)")
-		}
-		for _, h := range p.TokenSHA256 {
-			if !hexSHA256.MatchString(h) {
-				return nil, fail(key+".token_sha256", "%q is not a lowercase hex SHA-256 (64 characters); store the hash, never the token", h)
-			}
-			if other, dup := seen[h]; dup {
-				return nil, fail(key+".token_sha256", "token hash also belongs to principal %q: a token maps to exactly one principal", other)
-			}
-			seen[h] = n
-		}
-	}
-	if c.Limits.MemoryBytes < 0 || c.Limits.Pids < 0 || c.Limits.OpenFiles < 0 {
-		return nil, fail("limits", "must not be negative")
-	}
-	for _, q := range []struct {
-		key string
-		v   int
-	}{{"quotas.max_concurrent", c.Quotas.MaxConcurrent}, {"quotas.max_retained", c.Quotas.MaxRetained}, {"quotas.max_entries", c.Quotas.MaxEntries}, {"processes.log_ring_bytes", c.Processes.LogRingBytes}} {
-		if q.v < 0 {
-			return nil, fail(q.key, "must not be negative")
-		}
-	}
-	if c.Processes.SpillBytes < 0 {
-		return nil, fail("processes.spill_bytes", "must not be negative")
-	}
-	for _, b := range c.Backends.Enabled {
-		if !slices.Contains(knownBackends, b) {
-			return nil, fail("backends.enabled", "unknown backend %q (want local, bwrap or oci)", b)
-		}
-	}
-	c.Backends.Bwrap.Path = abs(c.Backends.Bwrap.Path)
-	for _, m := range c.Backends.Bwrap.Mask {
-		if !filepath.IsAbs(m) {
-			return nil, fail("backends.bwrap.mask", "%q is not an absolute path", m)
-		}
-	}
-	if len(c.Profiles) > 0 && !slices.Contains(c.Backends.Enabled, "oci") {
-		return nil, fail("profiles", "launch profiles need the oci backend in backends.enabled")
-	}
-	c.Backends.OCI.Root = abs(c.Backends.OCI.Root)
-	c.Backends.OCI.Init = abs(c.Backends.OCI.Init)
-	for n, p := range c.Profiles {
-		key := stricttoml.Key("profiles", n)
-		if !profileName.MatchString(n) {
-			return nil, fail(key, "invalid profile name %q (lowercase letters, digits, - and _)", n)
-		}
-		if p.Rootfs == "" {
-			return nil, fail(key+".rootfs", "missing: a profile needs a root filesystem directory")
-		}
-		p.Rootfs = abs(p.Rootfs)
-		switch p.Network {
-		case "", "none", "loopback", "host":
-		default:
-			return nil, fail(key+".network", "unknown network mode %q (want none, loopback or host)", p.Network)
-		}
-		if p.Limits.MemoryBytes <= 0 || p.Limits.Pids <= 0 {
-			return nil, fail(key+".limits", "memory_bytes and pids are required (> 0): a profile that cannot bound memory and forks does not protect the host")
-		}
-		if p.Runtime != "" {
-			_, ok := c.Backends.OCI.Runtimes[p.Runtime]
-			if len(c.Backends.OCI.Runtimes) == 0 {
-				ok = p.Runtime == "runc"
-			}
-			if !ok {
-				return nil, fail(key+".runtime", "runtime %q is not in backends.oci.runtimes", p.Runtime)
-			}
-		}
-		for i, b := range p.ReadonlyBinds {
-			if !filepath.IsAbs(b.Source) || !filepath.IsAbs(b.Destination) {
-				return nil, fail(key+".readonly_binds", "bind %d: source and destination must be absolute paths", i+1)
-			}
-		}
-		for _, e := range p.Env {
-			if k, _, ok := strings.Cut(e, "="); !ok || k == "" {
-				return nil, fail(key+".env", "%q is not KEY=VALUE", e)
-			}
-		}
-		c.Profiles[n] = p
 	}
 	c.applyDefaults()
 	return c, nil

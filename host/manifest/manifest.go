@@ -317,13 +317,40 @@ func (p *parser) table2(key string, v any, schema map[string]field) error {
 	return p.table(key, t, schema)
 }
 
+// manifest decodes the whole tree into m: defaults first, then one
+// schema per table, then the checks that span tables.
 func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 	m.Imports = map[string]string{}
 	m.Capabilities.Backend = "local"
 	m.Pool = Pool{MinIdle: DefaultMinIdle, Max: DefaultMax, IdleTTL: DefaultIdleTTL}
-	maxPool := false
+	maxPool := false // pool.max given: min_idle may not raise it
+	capsule, caps, limits, pool := p.capsuleSchema(m), p.capsSchema(m), p.limitsSchema(m), p.poolSchema(m, &maxPool)
+	top := map[string]field{
+		"capsule":      {true, func(key string, v any) error { return p.table2(key, v, capsule) }},
+		"imports":      {false, p.imports(m)},
+		"capabilities": {false, func(key string, v any) error { return p.table2(key, v, caps) }},
+		"limits":       {false, func(key string, v any) error { return p.table2(key, v, limits) }},
+		"pool":         {false, func(key string, v any) error { return p.table2(key, v, pool) }},
+	}
+	if err := p.table("", tree, top); err != nil {
+		return err
+	}
+	if m.Pool.MinIdle > m.Pool.Max {
+		if !maxPool && m.Pool.MinIdle <= MaxPoolSize {
+			m.Pool.Max = m.Pool.MinIdle
+		} else {
+			return p.errf("pool.min_idle", "%d exceeds pool.max %d", m.Pool.MinIdle, m.Pool.Max)
+		}
+	}
+	if m.Capabilities.Profile != "" && m.Capabilities.Backend != "oci" {
+		return p.errf("capabilities.profile", "a launch profile needs backend = \"oci\" (backend is %q)", m.Capabilities.Backend)
+	}
+	return nil
+}
 
-	capsule := map[string]field{
+// capsuleSchema is [capsule]: name, version, module, sha256, description.
+func (p *parser) capsuleSchema(m *Manifest) map[string]field {
+	return map[string]field{
 		"name": {true, p.str(&m.Name, func(key, s string) error {
 			if !nameRE.MatchString(s) {
 				return p.errf(key, "%q is not a valid capsule name ([a-z0-9][a-z0-9-]{0,62})", s)
@@ -354,7 +381,12 @@ func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 		})},
 		"description": {false, p.str(&m.Description, nil)},
 	}
-	imports := func(key string, v any) error {
+}
+
+// imports is [imports]: WIT package name = contract version, checked in
+// name order so the first problem reported does not depend on map order.
+func (p *parser) imports(m *Manifest) func(string, any) error {
+	return func(key string, v any) error {
 		t, ok := v.(map[string]any)
 		if !ok {
 			return p.errf(key, "expected a table, got %s", typeName(v))
@@ -380,32 +412,13 @@ func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 		}
 		return nil
 	}
-	caps := map[string]field{
-		"exec": {false, func(key string, v any) error {
-			arr, ok := v.([]any)
-			if !ok {
-				return p.errf(key, "expected an array of strings, got %s", typeName(v))
-			}
-			seen := map[string]bool{}
-			for i, e := range arr {
-				s, ok := e.(string)
-				if !ok {
-					return p.errf(key, "element %d: expected a string, got %s", i, typeName(e))
-				}
-				if s == "" || strings.ContainsRune(s, 0) {
-					return p.errf(key, "element %d: empty or NUL-containing executable", i)
-				}
-				if strings.Contains(s, "/") && !filepath.IsAbs(s) {
-					return p.errf(key, "element %d: %q must be a bare name or an absolute path", i, s)
-				}
-				if seen[s] {
-					return p.errf(key, "element %d: %q listed twice", i, s)
-				}
-				seen[s] = true
-				m.Capabilities.Exec = append(m.Capabilities.Exec, s)
-			}
-			return nil
-		}},
+}
+
+// capsSchema is [capabilities]: exec, allow_persistent, backend,
+// network, profile.
+func (p *parser) capsSchema(m *Manifest) map[string]field {
+	return map[string]field{
+		"exec":             {false, p.execList(m)},
 		"allow_persistent": {false, p.boolean(&m.Capabilities.AllowPersistent)},
 		"backend": {false, p.str(&m.Capabilities.Backend, func(key, s string) error {
 			switch s {
@@ -422,8 +435,41 @@ func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 			return nil
 		})},
 	}
+}
+
+// execList is capabilities.exec: distinct bare names or absolute paths.
+func (p *parser) execList(m *Manifest) func(string, any) error {
+	return func(key string, v any) error {
+		arr, ok := v.([]any)
+		if !ok {
+			return p.errf(key, "expected an array of strings, got %s", typeName(v))
+		}
+		seen := map[string]bool{}
+		for i, e := range arr {
+			s, ok := e.(string)
+			if !ok {
+				return p.errf(key, "element %d: expected a string, got %s", i, typeName(e))
+			}
+			if s == "" || strings.ContainsRune(s, 0) {
+				return p.errf(key, "element %d: empty or NUL-containing executable", i)
+			}
+			if strings.Contains(s, "/") && !filepath.IsAbs(s) {
+				return p.errf(key, "element %d: %q must be a bare name or an absolute path", i, s)
+			}
+			if seen[s] {
+				return p.errf(key, "element %d: %q listed twice", i, s)
+			}
+			seen[s] = true
+			m.Capabilities.Exec = append(m.Capabilities.Exec, s)
+		}
+		return nil
+	}
+}
+
+// limitsSchema is [limits], each a bounded positive integer.
+func (p *parser) limitsSchema(m *Manifest) map[string]field {
 	const big = 1 << 40
-	limits := map[string]field{
+	return map[string]field{
 		"max_concurrent":   {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxConcurrent = int(n) })},
 		"max_retained":     {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxRetained = int(n) })},
 		"max_entries":      {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxEntries = int(n) })},
@@ -432,11 +478,15 @@ func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 		"max_pids":         {false, p.integer(1, 1<<22, func(n int64) { m.Limits.MaxPids = int(n) })},
 		"max_open_files":   {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxOpenFiles = int(n) })},
 	}
-	pool := map[string]field{
+}
+
+// poolSchema is [pool]; *maxSet records whether pool.max was given.
+func (p *parser) poolSchema(m *Manifest, maxSet *bool) map[string]field {
+	return map[string]field{
 		"min_idle": {false, p.integer(0, MaxPoolSize, func(n int64) { m.Pool.MinIdle = int(n) })},
 		"max": {false, p.integer(1, MaxPoolSize, func(n int64) {
 			m.Pool.Max = int(n)
-			maxPool = true
+			*maxSet = true
 		})},
 		"idle_ttl": {false, func(key string, v any) error {
 			s, ok := v.(string)
@@ -451,25 +501,4 @@ func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 			return nil
 		}},
 	}
-	top := map[string]field{
-		"capsule":      {true, func(key string, v any) error { return p.table2(key, v, capsule) }},
-		"imports":      {false, imports},
-		"capabilities": {false, func(key string, v any) error { return p.table2(key, v, caps) }},
-		"limits":       {false, func(key string, v any) error { return p.table2(key, v, limits) }},
-		"pool":         {false, func(key string, v any) error { return p.table2(key, v, pool) }},
-	}
-	if err := p.table("", tree, top); err != nil {
-		return err
-	}
-	if m.Pool.MinIdle > m.Pool.Max {
-		if !maxPool && m.Pool.MinIdle <= MaxPoolSize {
-			m.Pool.Max = m.Pool.MinIdle
-		} else {
-			return p.errf("pool.min_idle", "%d exceeds pool.max %d", m.Pool.MinIdle, m.Pool.Max)
-		}
-	}
-	if m.Capabilities.Profile != "" && m.Capabilities.Backend != "oci" {
-		return p.errf("capabilities.profile", "a launch profile needs backend = \"oci\" (backend is %q)", m.Capabilities.Backend)
-	}
-	return nil
 }

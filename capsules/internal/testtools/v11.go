@@ -22,8 +22,8 @@ type idIn struct {
 	ID string `json:"id"`
 }
 
-// RegisterV11 registers one tool per capsule:process@1.1.0 function, plus
-// the basics (echo, fail, panic).
+// RegisterV11 registers one tool per capsule:process@1.1.0 function, plus the basics (echo, fail, panic).
+// funclen: a flat table, one reg per contract function; split, it would change the committed testcap.wasm.
 func RegisterV11() {
 	registerBasics()
 	reg("spawn", "spawn(request): runs to completion.", reqSchema,

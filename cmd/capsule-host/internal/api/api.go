@@ -17,7 +17,10 @@
 // Every error is an ErrorResponse with a stable Code.
 package api
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // Health is the answer of GET /v1/health.
 type Health struct {
@@ -74,6 +77,21 @@ type CallResponse struct {
 type Exit struct {
 	Code   *int32 `json:"code,omitempty"`
 	Signal *int32 `json:"signal,omitempty"`
+}
+
+// ExitText renders an exit for people: "exit 0", "signal 15", or "-"
+// for none (still running, or unknown). The daemon's log and the CLI
+// print the same words.
+func ExitText(e *Exit) string {
+	switch {
+	case e == nil:
+		return "-"
+	case e.Signal != nil:
+		return fmt.Sprintf("signal %d", *e.Signal)
+	case e.Code != nil:
+		return fmt.Sprintf("exit %d", *e.Code)
+	}
+	return "-"
 }
 
 // Process is the operator view of one persistent process.

@@ -439,7 +439,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e := ExitView(ex)
-	lg.Info("process stopped", "exit", ExitText(&e))
+	lg.Info("process stopped", "exit", api.ExitText(&e))
 	writeJSON(w, http.StatusOK, api.StopResponse{Exit: e})
 }
 
@@ -492,9 +492,6 @@ func writeErr(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: msg}})
 }
 
-var phaseNames = [...]string{registry.PhaseStarting: "starting", registry.PhaseRunning: "running", registry.PhaseExited: "exited"}
-var reasonNames = [...]string{registry.ReasonSelfExit: "self-exit", registry.ReasonStopped: "stopped", registry.ReasonKilled: "killed", registry.ReasonLifetime: "lifetime", registry.ReasonIdle: "idle", registry.ReasonEvicted: "evicted", registry.ReasonRemoved: "removed"}
-
 // ProcessView converts a registry Info to the wire form.
 func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 	p := api.Process{
@@ -502,17 +499,14 @@ func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 		Label: in.Label, Command: in.Command, PID: in.OSPid,
 		AgeMS: in.Age.Milliseconds(), IdleMS: in.Idle.Milliseconds(),
 		BufferedBytes: in.BufferedBytes, BytesDropped: in.BytesDropped, StdinOpen: in.StdinOpen,
-		MemPeakBytes: in.MemPeak,
-	}
-	if int(in.Phase) >= 0 && int(in.Phase) < len(phaseNames) {
-		p.Phase = phaseNames[in.Phase]
+		MemPeakBytes: in.MemPeak, Phase: in.Phase.String(),
 	}
 	if in.Exit != nil {
 		e := ExitView(*in.Exit)
 		p.Exit = &e
 	}
-	if in.Reason != nil && int(*in.Reason) >= 0 && int(*in.Reason) < len(reasonNames) {
-		p.Reason = reasonNames[*in.Reason]
+	if in.Reason != nil {
+		p.Reason = in.Reason.String()
 	}
 	if in.CPU != nil {
 		ms := in.CPU.Milliseconds()
@@ -523,16 +517,3 @@ func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 
 // ExitView converts a registry Exit.
 func ExitView(e registry.Exit) api.Exit { return api.Exit{Code: e.Code, Signal: e.Signal} }
-
-// ExitText is "exit 0", "signal 15" or "-".
-func ExitText(e *api.Exit) string {
-	switch {
-	case e == nil:
-		return "-"
-	case e.Signal != nil:
-		return fmt.Sprintf("signal %d", *e.Signal)
-	case e.Code != nil:
-		return fmt.Sprintf("exit %d", *e.Code)
-	}
-	return "-"
-}

@@ -28,23 +28,6 @@ func PrincipalFrom(ctx context.Context) (string, bool) {
 	return p, ok
 }
 
-// ValidPrincipal checks the principal grammar (the registry's): 1..128
-// bytes of [A-Za-z0-9._@:-], starting with a letter or digit.
-func ValidPrincipal(p string) error {
-	if len(p) == 0 || len(p) > 128 {
-		return fmt.Errorf("%w: principal must be 1..128 bytes, got %d", ErrInvalidPrincipal, len(p))
-	}
-	for i := 0; i < len(p); i++ {
-		c := p[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if alnum || (i > 0 && (c == '.' || c == '_' || c == '@' || c == ':' || c == '-')) {
-			continue
-		}
-		return fmt.Errorf("%w: principal %q: byte %d (%q) is outside [A-Za-z0-9][A-Za-z0-9._@:-]*", ErrInvalidPrincipal, p, i, c)
-	}
-	return nil
-}
-
 // Result is a successful tool call.
 type Result struct {
 	// Output is the tool's JSON output.
@@ -93,45 +76,16 @@ func (h *Host) Call(ctx context.Context, capsule, tool, input string) (Result, e
 	if !c.tool(tool) {
 		return Result{}, fmt.Errorf("%w: capsule %q has no tool %q", ErrUnknownTool, capsule, tool)
 	}
-	caller := registry.Caller{Capsule: capsule}
-	owner := h.cfg.OwnerPrincipal(capsule)
-	if p, ok := PrincipalFrom(ctx); ok {
-		if err := ValidPrincipal(p); err != nil {
-			return Result{}, fmt.Errorf("capsule %q tool %q: %w", capsule, tool, err)
-		}
-		if p == owner {
-			return Result{}, fmt.Errorf("%w: capsule %q tool %q: principal %q is the capsule's owner-fallback and cannot be claimed", ErrInvalidPrincipal, capsule, tool, p)
-		}
-		caller.Principal = p
-	} else {
-		caller.Principal, caller.Fallback = owner, true
+	caller, err := h.caller(ctx, capsule, tool)
+	if err != nil {
+		return Result{}, err
 	}
-
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
 	defer cancel()
-	in, err := c.pool.acquire(ctx)
-	for errors.Is(err, errPoolClosed) {
-		// The capsule was reloaded while we waited: the new version
-		// serves the call (its tools are checked again).
-		if c, err = h.lookup(capsule); err != nil {
-			return Result{}, err
-		}
-		if !c.tool(tool) {
-			return Result{}, fmt.Errorf("%w: capsule %q has no tool %q", ErrUnknownTool, capsule, tool)
-		}
-		in, err = c.pool.acquire(ctx)
-	}
+	c, in, err := h.acquire(ctx, c, tool, start)
 	if err != nil {
-		switch {
-		case errors.Is(err, context.DeadlineExceeded):
-			return Result{}, &TimeoutError{Capsule: capsule, Tool: tool, After: time.Since(start), Waiting: true}
-		case errors.Is(err, context.Canceled):
-			return Result{}, fmt.Errorf("%w: capsule %q tool %q: %w", ErrCancelled, capsule, tool, err)
-		case errors.Is(err, ErrUnknownCapsule):
-			return Result{}, fmt.Errorf("capsule %q tool %q: %w", capsule, tool, err)
-		}
-		return Result{}, fmt.Errorf("%w: capsule %q tool %q: %w", ErrInstance, capsule, tool, err)
+		return Result{}, err
 	}
 	cctx := h.callContext(ctx, in, caller)
 	out, toolErr, err := callTool(cctx, in.ei, tool, input)
@@ -139,28 +93,84 @@ func (h *Host) Call(ctx context.Context, capsule, tool, input string) (Result, e
 		// Whatever went wrong, the instance's state is suspect (an
 		// interrupted guest is even closed by the engine): discard it.
 		c.pool.put(cctx, in, true)
-		var trap *engine.Trap
-		switch {
-		case errors.Is(err, engine.ErrInterrupted) && errors.Is(err, context.DeadlineExceeded),
-			errors.Is(ctx.Err(), context.DeadlineExceeded):
-			h.log.Warn("tool call timed out; instance discarded", "capsule", capsule, "tool", tool, "instance", in.id, "after", time.Since(start))
-			return Result{}, &TimeoutError{Capsule: capsule, Tool: tool, After: time.Since(start)}
-		case errors.Is(err, engine.ErrInterrupted), errors.Is(ctx.Err(), context.Canceled):
-			return Result{}, fmt.Errorf("%w: capsule %q tool %q: %w", ErrCancelled, capsule, tool, context.Canceled)
-		case errors.As(err, &trap):
-			h.log.Warn("guest trapped; instance discarded", "capsule", capsule, "tool", tool, "instance", in.id, "reason", trap.Reason)
-			return Result{}, &TrapError{Capsule: capsule, Tool: tool, Instance: in.id, Reason: trap.Reason, trap: trap}
-		case errors.Is(err, toolpkg.ErrBadResult):
-			// The Canonical ABI traps on a malformed result; so do we.
-			h.log.Warn("guest broke the ABI; instance discarded", "capsule", capsule, "tool", tool, "instance", in.id, "err", err)
-			return Result{}, &TrapError{Capsule: capsule, Tool: tool, Instance: in.id, Reason: err.Error(), trap: &engine.Trap{Reason: err.Error()}}
-		}
-		h.log.Error("tool call failed; instance discarded", "capsule", capsule, "tool", tool, "instance", in.id, "err", err)
-		return Result{}, fmt.Errorf("capsule %q tool %q: instance %d: %w", capsule, tool, in.id, err)
+		return Result{}, h.callFailed(ctx, capsule, tool, in.id, start, err)
 	}
 	c.pool.put(cctx, in, false)
 	if toolErr != nil {
 		return Result{Instance: in.id}, &ToolError{Capsule: capsule, Tool: tool, Message: *toolErr}
 	}
 	return Result{Output: out, Instance: in.id}, nil
+}
+
+// caller is who a call acts for: the principal ctx carries, checked
+// against the registry's grammar (registry.ValidPrincipal) and refused if
+// it claims the capsule's owner-fallback, or that fallback itself.
+func (h *Host) caller(ctx context.Context, capsule, tool string) (registry.Caller, error) {
+	owner := h.cfg.OwnerPrincipal(capsule)
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return registry.Caller{Capsule: capsule, Principal: owner, Fallback: true}, nil
+	}
+	var pe *registry.PrincipalError
+	if err := registry.ValidPrincipal(p); errors.As(err, &pe) {
+		return registry.Caller{}, fmt.Errorf("capsule %q tool %q: %w: %s", capsule, tool, ErrInvalidPrincipal, pe.Reason)
+	} else if err != nil {
+		return registry.Caller{}, fmt.Errorf("capsule %q tool %q: %w: %w", capsule, tool, ErrInvalidPrincipal, err)
+	}
+	if p == owner {
+		return registry.Caller{}, fmt.Errorf("%w: capsule %q tool %q: principal %q is the capsule's owner-fallback and cannot be claimed", ErrInvalidPrincipal, capsule, tool, p)
+	}
+	return registry.Caller{Capsule: capsule, Principal: p}, nil
+}
+
+// acquire takes an instance of c's pool for tool. When the capsule is
+// reloaded meanwhile, the new version serves the call (its tools checked
+// again), so it returns the capsule it acquired from.
+func (h *Host) acquire(ctx context.Context, c *Capsule, tool string, start time.Time) (*Capsule, *instance, error) {
+	capsule := c.Name()
+	in, err := c.pool.acquire(ctx)
+	for errors.Is(err, errPoolClosed) {
+		if c, err = h.lookup(capsule); err != nil {
+			return nil, nil, err
+		}
+		if !c.tool(tool) {
+			return nil, nil, fmt.Errorf("%w: capsule %q has no tool %q", ErrUnknownTool, capsule, tool)
+		}
+		in, err = c.pool.acquire(ctx)
+	}
+	switch {
+	case err == nil:
+		return c, in, nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, nil, &TimeoutError{Capsule: capsule, Tool: tool, After: time.Since(start), Waiting: true}
+	case errors.Is(err, context.Canceled):
+		return nil, nil, fmt.Errorf("%w: capsule %q tool %q: %w", ErrCancelled, capsule, tool, err)
+	case errors.Is(err, ErrUnknownCapsule):
+		return nil, nil, fmt.Errorf("capsule %q tool %q: %w", capsule, tool, err)
+	}
+	return nil, nil, fmt.Errorf("%w: capsule %q tool %q: %w", ErrInstance, capsule, tool, err)
+}
+
+// callFailed classifies a failed call (the instance already discarded):
+// a timeout, a cancellation, a trap, an ABI violation (a trap too), or
+// anything else, logged.
+func (h *Host) callFailed(ctx context.Context, capsule, tool string, id uint64, start time.Time, err error) error {
+	var trap *engine.Trap
+	switch {
+	case errors.Is(err, engine.ErrInterrupted) && errors.Is(err, context.DeadlineExceeded),
+		errors.Is(ctx.Err(), context.DeadlineExceeded):
+		h.log.Warn("tool call timed out; instance discarded", "capsule", capsule, "tool", tool, "instance", id, "after", time.Since(start))
+		return &TimeoutError{Capsule: capsule, Tool: tool, After: time.Since(start)}
+	case errors.Is(err, engine.ErrInterrupted), errors.Is(ctx.Err(), context.Canceled):
+		return fmt.Errorf("%w: capsule %q tool %q: %w", ErrCancelled, capsule, tool, context.Canceled)
+	case errors.As(err, &trap):
+		h.log.Warn("guest trapped; instance discarded", "capsule", capsule, "tool", tool, "instance", id, "reason", trap.Reason)
+		return &TrapError{Capsule: capsule, Tool: tool, Instance: id, Reason: trap.Reason, trap: trap}
+	case errors.Is(err, toolpkg.ErrBadResult):
+		// The Canonical ABI traps on a malformed result; so do we.
+		h.log.Warn("guest broke the ABI; instance discarded", "capsule", capsule, "tool", tool, "instance", id, "err", err)
+		return &TrapError{Capsule: capsule, Tool: tool, Instance: id, Reason: err.Error(), trap: &engine.Trap{Reason: err.Error()}}
+	}
+	h.log.Error("tool call failed; instance discarded", "capsule", capsule, "tool", tool, "instance", id, "err", err)
+	return fmt.Errorf("capsule %q tool %q: instance %d: %w", capsule, tool, id, err)
 }

@@ -15,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -27,7 +26,6 @@ import (
 	"github.com/capsule-host/capsule-host/host/manifest"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
-	"github.com/capsule-host/capsule-host/sandbox/oci"
 )
 
 // Config configures a Host. Zero values take the documented defaults.
@@ -55,15 +53,17 @@ type Config struct {
 	HostLimits sandbox.Limits
 	// Backends lists the execution backends available (default "local").
 	Backends []string
-	// Profiles lists the OCI launch profiles known by name only (a host
-	// that validates manifests and runs nothing); see OCIProfiles.
+	// Profiles lists launch profiles known by name only (a host that
+	// validates manifests and runs nothing); see Policies.
 	Profiles []string
-	// OCIProfiles are the launch profiles in full: a manifest selecting
-	// backend "oci" is checked against its profile at load
-	// (oci.CheckManifest), its exec entries are resolved in the profile's
-	// rootfs, and its workspaces are given to the profile's uid. Default:
-	// the profiles of the registry's "oci" backend.
-	OCIProfiles map[string]oci.Profile
+	// Policies describe the backends as data, by name: whether commands
+	// run inside a launch profile's root, and the profiles in full. A
+	// manifest is checked against its backend's profile at load
+	// (sandbox.CheckProfile), its exec entries are resolved in the
+	// profile's exec root, and its workspaces are given to the profile's
+	// owner. Default: the registry's (registry.Config.Policies), so the
+	// host checks exactly what the registry and the backends enforce.
+	Policies map[string]sandbox.BackendPolicy
 	// AllowNetwork lets manifests ask for network access.
 	AllowNetwork bool
 	// OwnerPrincipal names a capsule's owner-fallback principal, used for
@@ -171,8 +171,8 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []string{"local"}
 	}
-	if cfg.OCIProfiles == nil {
-		cfg.OCIProfiles = ociProfilesOf(cfg.Registry)
+	if cfg.Policies == nil {
+		cfg.Policies = cfg.Registry.Policies()
 	}
 	if cfg.OwnerPrincipal == nil {
 		cfg.OwnerPrincipal = func(c string) string { return "owner:" + c }
@@ -401,92 +401,6 @@ func toolNameOK(s string) bool {
 		}
 	}
 	return true
-}
-
-// policy derives the registry policy from the manifest, refusing what the
-// host does not allow. A manifest can lower the host's limits, never raise
-// them: raising is refused rather than clamped, so the operator learns the
-// capsule expects more than it will get.
-func (h *Host) policy(m *manifest.Manifest) (registry.CapsulePolicy, error) {
-	refuse := func(key, format string, args ...any) (registry.CapsulePolicy, error) {
-		return registry.CapsulePolicy{}, fmt.Errorf("%w: capsule %q: %w", ErrPolicy, m.Name, m.Errorf(key, format, args...))
-	}
-	caps := m.Capabilities
-	if !slices.Contains(h.cfg.Backends, caps.Backend) {
-		return refuse("capabilities.backend", "backend %q is not available on this host (available: %v)", caps.Backend, h.cfg.Backends)
-	}
-	if err := h.checkProfileName(m); err != nil {
-		return registry.CapsulePolicy{}, fmt.Errorf("%w: capsule %q: %w", ErrPolicy, m.Name, err)
-	}
-	if caps.Network && !h.cfg.AllowNetwork {
-		return refuse("capabilities.network", "network access is not allowed on this host")
-	}
-	q, l := h.cfg.HostQuotas, h.cfg.HostLimits
-	type ceil struct {
-		key        string
-		want, host int64
-	}
-	for _, c := range []ceil{
-		{"limits.max_concurrent", int64(m.Limits.MaxConcurrent), int64(q.MaxConcurrent)},
-		{"limits.max_retained", int64(m.Limits.MaxRetained), int64(q.MaxRetained)},
-		{"limits.max_entries", int64(m.Limits.MaxEntries), int64(q.MaxEntries)},
-		{"limits.max_memory_bytes", m.Limits.MaxMemoryBytes, l.MemoryBytes},
-		{"limits.max_cpu_ms", m.Limits.MaxCPU.Milliseconds(), l.CPUTime.Milliseconds()},
-		{"limits.max_pids", int64(m.Limits.MaxPids), int64(l.Pids)},
-		{"limits.max_open_files", int64(m.Limits.MaxOpenFiles), int64(l.OpenFiles)},
-	} {
-		if c.want > 0 && c.host > 0 && c.want > c.host {
-			return refuse(c.key, "%d exceeds the host's ceiling %d (a manifest can only lower limits)", c.want, c.host)
-		}
-	}
-	p := registry.CapsulePolicy{
-		AllowPersistent: caps.AllowPersistent,
-		Backend:         caps.Backend,
-		Network:         caps.Network,
-		Profile:         caps.Profile,
-		Workspace:       filepath.Join(h.cfg.WorkspaceRoot, m.Name),
-		Quotas: registry.Quotas{
-			MaxConcurrent: m.Limits.MaxConcurrent,
-			MaxRetained:   m.Limits.MaxRetained,
-			MaxEntries:    m.Limits.MaxEntries,
-		},
-		Limits: l,
-	}
-	if m.Limits.MaxMemoryBytes > 0 {
-		p.Limits.MemoryBytes = m.Limits.MaxMemoryBytes
-	}
-	if m.Limits.MaxCPU > 0 {
-		p.Limits.CPUTime = m.Limits.MaxCPU
-	}
-	if m.Limits.MaxPids > 0 {
-		p.Limits.Pids = m.Limits.MaxPids
-	}
-	if m.Limits.MaxOpenFiles > 0 {
-		p.Limits.OpenFiles = m.Limits.MaxOpenFiles
-	}
-	for _, e := range caps.Exec {
-		if filepath.IsAbs(e) {
-			p.Exec = append(p.Exec, filepath.Clean(e))
-			continue
-		}
-		if caps.Backend == "oci" {
-			return refuse("capabilities.exec", "%q: with backend \"oci\" executables are paths inside the image and must be absolute", e)
-		}
-		abs, err := exec.LookPath(e)
-		if err == nil {
-			abs, err = filepath.Abs(abs)
-		}
-		if err != nil {
-			return refuse("capabilities.exec", "%q: not found in the host's PATH: %v", e, err)
-		}
-		p.Exec = append(p.Exec, abs)
-	}
-	if caps.Backend == ociBackend {
-		if err := h.ociPolicy(m, &p); err != nil {
-			return registry.CapsulePolicy{}, fmt.Errorf("%w: capsule %q: %w", ErrPolicy, m.Name, err)
-		}
-	}
-	return p, nil
 }
 
 // Remove unloads a capsule and stops all its processes.

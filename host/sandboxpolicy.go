@@ -1,46 +1,194 @@
 package host
 
 import (
-	"os"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/capsule-host/capsule-host/host/manifest"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
-	"github.com/capsule-host/capsule-host/sandbox/oci"
 )
 
-// ociBackend is the registry's backend name for the OCI backend.
-const ociBackend = "oci"
+// policy derives the registry policy from the manifest, refusing what the
+// host does not allow. A manifest can lower the host's limits, never raise
+// them: raising is refused rather than clamped, so the operator learns the
+// capsule expects more than it will get. What differs per backend comes
+// from its policy data (Config.Policies), never from its name.
+func (h *Host) policy(m *manifest.Manifest) (registry.CapsulePolicy, error) {
+	fail := func(err error) (registry.CapsulePolicy, error) {
+		return registry.CapsulePolicy{}, fmt.Errorf("%w: capsule %q: %w", ErrPolicy, m.Name, err)
+	}
+	if err := h.checkGrants(m); err != nil {
+		return fail(err)
+	}
+	if err := h.checkCeilings(m); err != nil {
+		return fail(err)
+	}
+	p := h.basePolicy(m)
+	if err := h.execPolicy(m, &p); err != nil {
+		return fail(err)
+	}
+	if err := h.profilePolicy(m, &p); err != nil {
+		return fail(err)
+	}
+	return p, nil
+}
+
+// checkGrants refuses a backend, a launch profile or the network this
+// host does not offer.
+func (h *Host) checkGrants(m *manifest.Manifest) error {
+	caps := m.Capabilities
+	if !slices.Contains(h.cfg.Backends, caps.Backend) {
+		return m.Errorf("capabilities.backend", "backend %q is not available on this host (available: %v)", caps.Backend, h.cfg.Backends)
+	}
+	if err := h.checkProfileName(m); err != nil {
+		return err
+	}
+	if caps.Network && !h.cfg.AllowNetwork {
+		return m.Errorf("capabilities.network", "network access is not allowed on this host")
+	}
+	return nil
+}
+
+// checkCeilings refuses a manifest limit above the host's.
+func (h *Host) checkCeilings(m *manifest.Manifest) error {
+	q, l := h.cfg.HostQuotas, h.cfg.HostLimits
+	type ceil struct {
+		key        string
+		want, host int64
+	}
+	for _, c := range []ceil{
+		{"limits.max_concurrent", int64(m.Limits.MaxConcurrent), int64(q.MaxConcurrent)},
+		{"limits.max_retained", int64(m.Limits.MaxRetained), int64(q.MaxRetained)},
+		{"limits.max_entries", int64(m.Limits.MaxEntries), int64(q.MaxEntries)},
+		{"limits.max_memory_bytes", m.Limits.MaxMemoryBytes, l.MemoryBytes},
+		{"limits.max_cpu_ms", m.Limits.MaxCPU.Milliseconds(), l.CPUTime.Milliseconds()},
+		{"limits.max_pids", int64(m.Limits.MaxPids), int64(l.Pids)},
+		{"limits.max_open_files", int64(m.Limits.MaxOpenFiles), int64(l.OpenFiles)},
+	} {
+		if c.want > 0 && c.host > 0 && c.want > c.host {
+			return m.Errorf(c.key, "%d exceeds the host's ceiling %d (a manifest can only lower limits)", c.want, c.host)
+		}
+	}
+	return nil
+}
+
+// basePolicy is the policy the manifest asks for, within the host's
+// ceilings (already checked): the manifest's limits where set, else the
+// host's.
+func (h *Host) basePolicy(m *manifest.Manifest) registry.CapsulePolicy {
+	caps := m.Capabilities
+	p := registry.CapsulePolicy{
+		AllowPersistent: caps.AllowPersistent,
+		Backend:         caps.Backend,
+		Network:         caps.Network,
+		Profile:         caps.Profile,
+		Workspace:       filepath.Join(h.cfg.WorkspaceRoot, m.Name),
+		Quotas: registry.Quotas{
+			MaxConcurrent: m.Limits.MaxConcurrent,
+			MaxRetained:   m.Limits.MaxRetained,
+			MaxEntries:    m.Limits.MaxEntries,
+		},
+		Limits: h.cfg.HostLimits,
+	}
+	if m.Limits.MaxMemoryBytes > 0 {
+		p.Limits.MemoryBytes = m.Limits.MaxMemoryBytes
+	}
+	if m.Limits.MaxCPU > 0 {
+		p.Limits.CPUTime = m.Limits.MaxCPU
+	}
+	if m.Limits.MaxPids > 0 {
+		p.Limits.Pids = m.Limits.MaxPids
+	}
+	if m.Limits.MaxOpenFiles > 0 {
+		p.Limits.OpenFiles = m.Limits.MaxOpenFiles
+	}
+	return p
+}
+
+// execPolicy fills p.Exec: absolute entries as written (cleaned), bare
+// names looked up on the host's PATH, except on a backend whose commands
+// run inside a root, where a host lookup means nothing.
+func (h *Host) execPolicy(m *manifest.Manifest, p *registry.CapsulePolicy) error {
+	caps := m.Capabilities
+	inRoot := h.cfg.Policies[caps.Backend].ExecInRoot
+	for _, e := range caps.Exec {
+		if filepath.IsAbs(e) {
+			p.Exec = append(p.Exec, filepath.Clean(e))
+			continue
+		}
+		if inRoot {
+			return m.Errorf("capabilities.exec", "%q: with backend %q executables are paths inside the image and must be absolute", e, caps.Backend)
+		}
+		abs, err := exec.LookPath(e)
+		if err == nil {
+			abs, err = filepath.Abs(abs)
+		}
+		if err != nil {
+			return m.Errorf("capabilities.exec", "%q: not found in the host's PATH: %v", e, err)
+		}
+		p.Exec = append(p.Exec, abs)
+	}
+	return nil
+}
 
 // profileNames lists every launch profile this host knows, sorted: the
-// names configured and those of the full profiles.
+// names configured and those of every backend's full profiles.
 func (h *Host) profileNames() []string {
 	names := slices.Clone(h.cfg.Profiles)
-	for n := range h.cfg.OCIProfiles {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
+	for _, bp := range h.cfg.Policies {
+		for n := range bp.Profiles {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
 		}
 	}
 	sort.Strings(names)
 	return names
 }
 
-// ociPolicy completes p for a capsule with backend = "oci", from its
-// launch profile: the manifest's limits and network request are checked
-// against the profile (oci.CheckManifest: an unknown profile or a widening
-// is refused here, at load, naming the manifest line), the effective
-// limits are the tighter of the profile's and the host's, exec entries are
-// paths inside the profile's rootfs and must be executables there, and a
-// user-namespaced profile gets its workspaces chowned to the mapped uid.
-//
-// With only profile names known (Config.Profiles, no OCIProfiles: a
-// scratch host that validates a manifest and runs nothing) only the name
-// is checked; the registry then refuses to spawn (no exec root).
-func (h *Host) ociPolicy(m *manifest.Manifest, p *registry.CapsulePolicy) error {
+// checkProfileName refuses a capsule without a profile on a backend whose
+// commands run in a profile's root, and a profile the host does not
+// declare.
+func (h *Host) checkProfileName(m *manifest.Manifest) error {
 	caps := m.Capabilities
-	prof, ok := h.cfg.OCIProfiles[caps.Profile]
+	known := h.profileNames()
+	switch {
+	case h.cfg.Policies[caps.Backend].ExecInRoot && caps.Profile == "":
+		return &causedError{
+			pos:   m.Errorf("capabilities.profile", "missing: backend = %q needs a launch profile (declared by this host: %v)", caps.Backend, known),
+			cause: sandbox.ErrUnknownProfile,
+		}
+	case caps.Profile != "" && !slices.Contains(known, caps.Profile):
+		return &causedError{
+			pos:   m.Errorf("capabilities.profile", "launch profile %q is not declared by this host (declared: %v)", caps.Profile, known),
+			cause: sandbox.ErrUnknownProfile,
+		}
+	}
+	return nil
+}
+
+// profilePolicy completes p from the capsule's launch profile, when its
+// backend describes that profile in full: the manifest's limits and
+// network request are checked against the profile (sandbox.CheckProfile:
+// a widening is refused here, at load, naming the manifest line), the
+// effective limits are the tighter of the profile's and the host's, exec
+// entries are paths inside the profile's exec root and must be
+// executables there, and the workspace goes to the profile's owner.
+//
+// With only the profile's name known (Config.Profiles: a scratch host
+// that validates a manifest and runs nothing) only the name is checked;
+// on a backend whose commands run in a root the registry then refuses to
+// spawn (no exec root).
+func (h *Host) profilePolicy(m *manifest.Manifest, p *registry.CapsulePolicy) error {
+	caps := m.Capabilities
+	profiles := h.cfg.Policies[caps.Backend].Profiles
+	prof, ok := profiles[caps.Profile]
 	if !ok {
 		return nil
 	}
@@ -50,9 +198,9 @@ func (h *Host) ociPolicy(m *manifest.Manifest, p *registry.CapsulePolicy) error 
 		Pids:        m.Limits.MaxPids,
 		OpenFiles:   m.Limits.MaxOpenFiles,
 	}
-	lim, err := oci.CheckManifest(h.cfg.OCIProfiles, caps.Profile, want, caps.Network)
+	lim, err := sandbox.CheckProfile(profiles, caps.Profile, want, caps.Network)
 	if err != nil {
-		return widening(m, caps.Profile, prof, want, caps.Network, err)
+		return widening(m, caps.Profile, prof, err)
 	}
 	// The profile's ceilings, then the host's: a capsule gets the
 	// smaller of every bound that is set.
@@ -63,46 +211,57 @@ func (h *Host) ociPolicy(m *manifest.Manifest, p *registry.CapsulePolicy) error 
 		Pids:        minSet(lim.Pids, hl.Pids),
 		OpenFiles:   minSet(lim.OpenFiles, hl.OpenFiles),
 	}
-	p.ExecRoot = prof.Rootfs
-	p.ExecHidden = hiddenPaths(prof)
-	for _, e := range p.Exec {
-		if _, err := registry.RootExecutable(p.ExecRoot, p.ExecHidden, e); err != nil {
-			return m.Errorf("capabilities.exec", "%q is not an executable of launch profile %q's root filesystem %s: %v", e, caps.Profile, prof.Rootfs, err)
+	if prof.ExecRoot != "" {
+		p.ExecRoot, p.ExecHidden = prof.ExecRoot, slices.Clone(prof.ExecHidden)
+		for _, e := range p.Exec {
+			if _, err := registry.RootExecutable(p.ExecRoot, p.ExecHidden, e); err != nil {
+				return m.Errorf("capabilities.exec", "%q is not an executable of launch profile %q's root filesystem %s: %v", e, caps.Profile, prof.ExecRoot, err)
+			}
 		}
 	}
-	p.WorkspaceOwner = workspaceOwner(prof)
+	if o := prof.WorkspaceOwner; o != nil {
+		p.WorkspaceOwner = &registry.Owner{UID: o.UID, GID: o.GID}
+	}
 	return nil
 }
 
-// widening turns an oci.CheckManifest refusal into a manifest error at the
-// key it is about, keeping the oci error class (errors.Is ErrWidens).
-func widening(m *manifest.Manifest, name string, prof oci.Profile, want sandbox.Limits, network bool, cause error) error {
-	pl := prof.Limits
-	var pos error
-	switch {
-	case network && prof.Network != oci.NetworkHost:
-		mode := prof.Network
-		if mode == "" {
-			mode = oci.NetworkNone
+// limitKeys are the manifest keys of the limits a profile bounds.
+var limitKeys = map[sandbox.LimitKind]string{
+	sandbox.LimitMemory:    "limits.max_memory_bytes",
+	sandbox.LimitPids:      "limits.max_pids",
+	sandbox.LimitOpenFiles: "limits.max_open_files",
+	sandbox.LimitCPU:       "limits.max_cpu_ms",
+}
+
+// widening turns a sandbox.CheckProfile refusal into a manifest error at
+// the key it is about, keeping the seam's error class (errors.Is
+// sandbox.ErrWidens).
+func widening(m *manifest.Manifest, name string, prof sandbox.Profile, cause error) error {
+	pos := m.Errorf("capabilities.profile", "launch profile %q: %v", name, cause)
+	var we *sandbox.WidensError
+	if errors.As(cause, &we) {
+		switch key := limitKeys[we.Limit]; {
+		case we.Network:
+			mode := prof.NetworkMode
+			if mode == "" {
+				mode = "none"
+			}
+			pos = m.Errorf("capabilities.network", "launch profile %q has network %q; the network needs a profile with network = \"host\"", name, mode)
+		case key != "" && we.Want > 0:
+			want, ceiling := we.Want, we.Ceiling
+			if we.Limit == sandbox.LimitCPU {
+				want, ceiling = time.Duration(want).Milliseconds(), time.Duration(ceiling).Milliseconds()
+			}
+			pos = m.Errorf(key, "%d exceeds launch profile %q's ceiling %d (a manifest can only lower limits)", want, name, ceiling)
 		}
-		pos = m.Errorf("capabilities.network", "launch profile %q has network %q; the network needs a profile with network = \"host\"", name, mode)
-	case pl.MemoryBytes > 0 && want.MemoryBytes > pl.MemoryBytes:
-		pos = m.Errorf("limits.max_memory_bytes", "%d exceeds launch profile %q's ceiling %d (a manifest can only lower limits)", want.MemoryBytes, name, pl.MemoryBytes)
-	case pl.Pids > 0 && want.Pids > pl.Pids:
-		pos = m.Errorf("limits.max_pids", "%d exceeds launch profile %q's ceiling %d (a manifest can only lower limits)", want.Pids, name, pl.Pids)
-	case pl.OpenFiles > 0 && want.OpenFiles > pl.OpenFiles:
-		pos = m.Errorf("limits.max_open_files", "%d exceeds launch profile %q's ceiling %d (a manifest can only lower limits)", want.OpenFiles, name, pl.OpenFiles)
-	case pl.CPUTime > 0 && want.CPUTime > pl.CPUTime:
-		pos = m.Errorf("limits.max_cpu_ms", "%d exceeds launch profile %q's ceiling %d (a manifest can only lower limits)", want.CPUTime.Milliseconds(), name, pl.CPUTime.Milliseconds())
-	default:
-		pos = m.Errorf("capabilities.profile", "launch profile %q: %v", name, cause)
 	}
 	return &causedError{pos: pos, cause: cause}
 }
 
 // causedError is a positioned manifest error that also carries the class
 // of what caused it, so both errors.As(*manifest.Error) and errors.Is
-// (oci.ErrWidens, oci.ErrUnknownProfile) hold. It reads as the position.
+// (sandbox.ErrWidens, sandbox.ErrUnknownProfile) hold. It reads as the
+// position.
 type causedError struct{ pos, cause error }
 
 func (e *causedError) Error() string   { return e.pos.Error() }
@@ -116,71 +275,4 @@ func minSet[T ~int | ~int64](a, b T) T {
 		return a
 	}
 	return min(a, b)
-}
-
-// hiddenPaths are the in-container paths the OCI backend mounts over:
-// the workspace, the fresh /tmp, /dev, /proc and /sys, the operator's
-// binds and masks. An executable there in the rootfs is not what a
-// process would run, so exec resolution refuses it.
-func hiddenPaths(prof oci.Profile) []string {
-	ws := prof.WorkspaceDir
-	if ws == "" {
-		ws = oci.DefaultWorkspaceDir
-	}
-	out := []string{ws, "/tmp", "/dev", "/proc", "/sys"}
-	for _, b := range prof.ReadOnlyBinds {
-		out = append(out, b.Destination)
-	}
-	return append(out, prof.MaskedPaths...)
-}
-
-// workspaceOwner is the host uid:gid a profile's processes run as, when
-// that is not root: the workspace must be theirs to write. With a user
-// namespace (runc) container ids are shifted by the mapping; runsc runs
-// without one (gVisor is the boundary), so the ids are the profile's own.
-// A non-root host runs rootless: its own uid is container root, and it
-// already owns the workspace.
-func workspaceOwner(prof oci.Profile) *registry.Owner {
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	uid, gid := int(prof.UID), int(prof.GID)
-	if prof.UserNS != nil && prof.RuntimeName() != "runsc" {
-		uid += int(prof.UserNS.HostUID)
-		gid += int(prof.UserNS.HostGID)
-	}
-	if uid == 0 && gid == 0 {
-		return nil
-	}
-	return &registry.Owner{UID: uid, GID: gid}
-}
-
-// checkProfileName refuses an oci capsule without a profile, and a
-// profile the host does not declare.
-func (h *Host) checkProfileName(m *manifest.Manifest) error {
-	caps := m.Capabilities
-	known := h.profileNames()
-	switch {
-	case caps.Backend == ociBackend && caps.Profile == "":
-		return &causedError{
-			pos:   m.Errorf("capabilities.profile", "missing: backend = \"oci\" needs a launch profile (declared by this host: %v)", known),
-			cause: oci.ErrUnknownProfile,
-		}
-	case caps.Profile != "" && !slices.Contains(known, caps.Profile):
-		return &causedError{
-			pos:   m.Errorf("capabilities.profile", "launch profile %q is not declared by this host (declared: %v)", caps.Profile, known),
-			cause: oci.ErrUnknownProfile,
-		}
-	}
-	return nil
-}
-
-// ociProfilesOf returns the profiles of the registry's oci backend, when
-// it is the in-tree one: the host checks manifests against exactly what
-// the backend will enforce.
-func ociProfilesOf(reg *registry.Registry) map[string]oci.Profile {
-	if b, ok := reg.Backend(ociBackend).(*oci.Backend); ok && b != nil {
-		return b.Profiles()
-	}
-	return nil
 }

@@ -46,7 +46,7 @@ func TestOCIPolicy(t *testing.T) {
 	}
 	e := newHost(t, func(c *host.Config) {
 		c.Backends = []string{"local", "oci"}
-		c.OCIProfiles = profiles
+		c.Policies = map[string]sandbox.BackendPolicy{"oci": oci.PolicyOf(profiles)}
 		c.AllowNetwork = true
 		c.HostLimits = sandbox.Limits{MemoryBytes: 32 << 20}
 	})
@@ -56,15 +56,15 @@ func TestOCIPolicy(t *testing.T) {
 		want        error
 		msg         string
 	}{
-		{"unknown profile", "[capabilities]\nbackend = \"oci\"\nprofile = \"nope\"\n", oci.ErrUnknownProfile,
+		{"unknown profile", "[capabilities]\nbackend = \"oci\"\nprofile = \"nope\"\n", sandbox.ErrUnknownProfile,
 			`Capsule.toml:8: capabilities.profile: launch profile "nope" is not declared by this host (declared: [net test])`},
-		{"no profile", "[capabilities]\nbackend = \"oci\"\n", oci.ErrUnknownProfile,
+		{"no profile", "[capabilities]\nbackend = \"oci\"\n", sandbox.ErrUnknownProfile,
 			`Capsule.toml:6: capabilities.profile: missing: backend = "oci" needs a launch profile (declared by this host: [net test])`},
-		{"widen pids", "[limits]\nmax_pids = 65\n" + oci1, oci.ErrWidens,
+		{"widen pids", "[limits]\nmax_pids = 65\n" + oci1, sandbox.ErrWidens,
 			`Capsule.toml:7: limits.max_pids: 65 exceeds launch profile "test"'s ceiling 64 (a manifest can only lower limits)`},
-		{"widen open files", "[limits]\nmax_open_files = 1000\n" + oci1, oci.ErrWidens,
+		{"widen open files", "[limits]\nmax_open_files = 1000\n" + oci1, sandbox.ErrWidens,
 			`Capsule.toml:7: limits.max_open_files: 1000 exceeds launch profile "test"'s ceiling 256`},
-		{"widen network", oci1 + "network = true\n", oci.ErrWidens,
+		{"widen network", oci1 + "network = true\n", sandbox.ErrWidens,
 			`Capsule.toml:9: capabilities.network: launch profile "test" has network "none"; the network needs a profile with network = "host"`},
 		{"exec not in image", oci1 + "exec = [\"/bin/bash\"]\n", host.ErrPolicy,
 			`Capsule.toml:9: capabilities.exec: "/bin/bash" is not an executable of launch profile "test"'s root filesystem`},
@@ -107,7 +107,7 @@ func TestOCIPolicyHostRefusals(t *testing.T) {
 	img := fakeImage(t)
 	e := newHost(t, func(c *host.Config) {
 		c.Backends = []string{"local", "oci", "bwrap"}
-		c.OCIProfiles = map[string]oci.Profile{"net": {Rootfs: img, Limits: sandbox.Limits{MemoryBytes: 1 << 20, Pids: 8}, Network: oci.NetworkHost}}
+		c.Policies = map[string]sandbox.BackendPolicy{"oci": oci.PolicyOf(map[string]oci.Profile{"net": {Rootfs: img, Limits: sandbox.Limits{MemoryBytes: 1 << 20, Pids: 8}, Network: oci.NetworkHost}})}
 	})
 	for _, extra := range []string{
 		"[capabilities]\nbackend = \"oci\"\nprofile = \"net\"\nnetwork = true\n",
@@ -120,13 +120,14 @@ func TestOCIPolicyHostRefusals(t *testing.T) {
 	}
 	names := newHost(t, func(c *host.Config) {
 		c.Backends = []string{"local", "oci"}
+		c.Policies = map[string]sandbox.BackendPolicy{"oci": oci.PolicyOf(nil)}
 		c.Profiles = []string{"only-name"}
 	})
 	c := load(t, names, "x", "[capabilities]\nbackend = \"oci\"\nprofile = \"only-name\"\nexec = [\"/bin/sh\"]\n")
 	if p := c.Policy(); p.ExecRoot != "" {
 		t.Errorf("names-only policy has exec root %q", p.ExecRoot)
 	}
-	if _, err := names.h.Load(context.Background(), capsuleDir(t, "y", toolsWasm, "[capabilities]\nbackend = \"oci\"\nprofile = \"other\"\n")); !errors.Is(err, oci.ErrUnknownProfile) {
+	if _, err := names.h.Load(context.Background(), capsuleDir(t, "y", toolsWasm, "[capabilities]\nbackend = \"oci\"\nprofile = \"other\"\n")); !errors.Is(err, sandbox.ErrUnknownProfile) {
 		t.Errorf("names-only unknown profile: %v", err)
 	}
 }

@@ -18,8 +18,8 @@ const (
 	forceTerminateBound = 30 * time.Second // plus Drain: how long a forced terminate may take
 )
 
-// DefaultConfig returns the documented defaults (Backends, StateDir and
-// Logger are left for the host to set).
+// DefaultConfig returns the documented defaults (Backends, Policies,
+// HostEnv, StateDir and Logger are left for the host to set).
 func DefaultConfig() Config {
 	return Config{
 		Quotas: Quotas{MaxConcurrent: 8, MaxRetained: 32, MaxEntries: 256},
@@ -75,6 +75,16 @@ func (c Config) withDefaults() Config {
 	fillInt(&x.EventRetention, dd.EventRetention)
 	fillDur(&x.ReapInterval, dd.ReapInterval)
 	return c
+}
+
+// Policies are the backends' policy data (Config.Policies), a copy: the
+// host checks manifests against what the registry will enforce.
+func (r *Registry) Policies() map[string]sandbox.BackendPolicy {
+	out := make(map[string]sandbox.BackendPolicy, len(r.cfg.Policies))
+	for n, p := range r.cfg.Policies {
+		out[n] = p
+	}
+	return out
 }
 
 func fillInt(p *int, d int) {

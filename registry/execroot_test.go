@@ -107,7 +107,11 @@ func TestResolveExecInRoot(t *testing.T) {
 func TestPrepareExecRoot(t *testing.T) {
 	root := imageRoot(t)
 	be, _ := backends(t)
-	r, err := New(Config{Backends: map[string]sandbox.Backend{"oci": be}, StateDir: t.TempDir(), Logger: testLogger(t)})
+	r, err := New(Config{
+		Backends: map[string]sandbox.Backend{"oci": be},
+		Policies: map[string]sandbox.BackendPolicy{"oci": {ExecInRoot: true}},
+		StateDir: t.TempDir(), Logger: testLogger(t),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,12 +43,13 @@ func (r *Registry) keyOf(id string) procKey {
 // to correlate log lines, useless to recover or guess the ID.
 func (k procKey) short() string { return hex.EncodeToString(k[:6]) }
 
-// validPrincipal is the principal grammar: 1..128 bytes of
-// [A-Za-z0-9._@:_-], starting with a letter or digit (so "." and ".." and
-// hidden names are impossible: the name doubles as a directory name).
-func validPrincipal(p string) error {
+// ValidPrincipal is the principal grammar, the one the host and the
+// registry share: 1..128 bytes of [A-Za-z0-9._@:_-], starting with a
+// letter or digit (so "." and ".." and hidden names are impossible: the
+// name doubles as a directory name). A refusal is a *PrincipalError.
+func ValidPrincipal(p string) error {
 	if len(p) == 0 || len(p) > 128 {
-		return fmt.Errorf("%w: principal must be 1..128 bytes, got %d", ErrInvalidInput, len(p))
+		return &PrincipalError{Reason: fmt.Sprintf("principal must be 1..128 bytes, got %d", len(p))}
 	}
 	for i := 0; i < len(p); i++ {
 		c := p[i]
@@ -56,15 +57,23 @@ func validPrincipal(p string) error {
 		if alnum || (i > 0 && (c == '.' || c == '_' || c == '@' || c == ':' || c == '-')) {
 			continue
 		}
-		return fmt.Errorf("%w: principal %q: byte %d (%q) is outside [A-Za-z0-9][A-Za-z0-9._@:_-]*", ErrInvalidInput, p, i, c)
+		return &PrincipalError{Reason: fmt.Sprintf("principal %q: byte %d (%q) is outside [A-Za-z0-9][A-Za-z0-9._@:_-]*", p, i, c)}
 	}
 	return nil
 }
 
+// PrincipalError is a principal outside the grammar: ErrInvalidInput to
+// the registry's callers. Reason says what is wrong, so the host can
+// report it under its own class (host.ErrInvalidPrincipal).
+type PrincipalError struct{ Reason string }
+
+func (e *PrincipalError) Error() string { return ErrInvalidInput.Error() + ": " + e.Reason }
+func (e *PrincipalError) Unwrap() error { return ErrInvalidInput }
+
 // validCapsuleName bounds capsule names the same way (they appear in logs
 // and operator views).
 func validCapsuleName(n string) error {
-	if err := validPrincipal(n); err != nil {
+	if err := ValidPrincipal(n); err != nil {
 		return fmt.Errorf("%w: capsule name %q: must match the principal grammar", ErrInvalidInput, n)
 	}
 	return nil

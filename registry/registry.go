@@ -172,9 +172,7 @@ func New(cfg Config) (*Registry, error) {
 	return r, nil
 }
 
-// Backend returns the configured backend of that name, or nil. The host
-// uses it to check a manifest against what the backend can do (the oci
-// backend's launch profiles) at load.
+// Backend returns the configured backend of that name, or nil.
 func (r *Registry) Backend(name string) sandbox.Backend { return r.cfg.Backends[name] }
 
 // RegisterCapsule adds or replaces (reload, upgrade) a capsule's policy.
@@ -258,7 +256,7 @@ func (r *Registry) RemoveCapsule(ctx context.Context, name string) error {
 // EvictPrincipal stops and forgets every process of a principal in every
 // capsule (reason evicted), both tiers.
 func (r *Registry) EvictPrincipal(ctx context.Context, principal string) error {
-	if err := validPrincipal(principal); err != nil {
+	if err := ValidPrincipal(principal); err != nil {
 		return err
 	}
 	r.mu.Lock()

@@ -29,7 +29,7 @@ func (r *Registry) caller(ctx context.Context) (owner, error) {
 		return owner{}, fmt.Errorf("%w: the caller has no capsule", ErrInternal)
 	}
 	if !c.Fallback || c.Principal != "" {
-		if err := validPrincipal(c.Principal); err != nil {
+		if err := ValidPrincipal(c.Principal); err != nil {
 			return owner{}, err
 		}
 	}
@@ -53,37 +53,16 @@ type prepared struct {
 // offer write-stdin and close-stdin, so their stdin must stay writable
 // until closed or the handle is dropped.
 func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, openStdin bool) (*prepared, error) {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("%w: registry is shut down", ErrUnavailable)
+	snap, err := r.capsuleFor(o)
+	if err != nil {
+		return nil, err
 	}
-	cs := r.capsules[o.capsule]
-	if cs == nil {
-		r.mu.Unlock()
-		return nil, fmt.Errorf("%w: capsule %q is not registered with the process registry", ErrCapabilityDenied, o.capsule)
+	pol := &snap.policy
+	if err := checkPersistAllowed(o, pol, persist); err != nil {
+		return nil, err
 	}
-	pol, execOK, literal := cs.policy, cs.exec, cs.literal
-	r.mu.Unlock()
-
-	if persist != nil {
-		if o.fallback {
-			return nil, fmt.Errorf("%w: the call carries no principal (owner-fallback); persistent processes need an authenticated principal", ErrPersistUnsupported)
-		}
-		if !pol.AllowPersistent {
-			return nil, fmt.Errorf("%w: capsule %q does not declare allow_persistent", ErrPersistUnsupported, o.capsule)
-		}
-	}
-	if req.Cmd == "" {
-		return nil, fmt.Errorf("%w: cmd is empty", ErrInvalidInput)
-	}
-	if strings.IndexByte(req.Cmd, 0) >= 0 {
-		return nil, fmt.Errorf("%w: cmd contains NUL", ErrInvalidInput)
-	}
-	for i, a := range req.Args {
-		if strings.IndexByte(a, 0) >= 0 {
-			return nil, fmt.Errorf("%w: args[%d] contains NUL", ErrInvalidInput, i)
-		}
+	if err := checkRequest(req); err != nil {
+		return nil, err
 	}
 	be := r.cfg.Backends[pol.Backend]
 	if be == nil {
@@ -92,27 +71,11 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, o
 	if len(req.Stdin) > r.cfg.Defaults.StdinPreludeMax {
 		return nil, fmt.Errorf("%w: stdin prelude is %d bytes (max %d)", ErrTooLarge, len(req.Stdin), r.cfg.Defaults.StdinPreludeMax)
 	}
-
-	env, err := buildEnv(os.Environ(), pol.Env, req.Env)
+	env, err := buildEnv(r.cfg.HostEnv, pol.Env, req.Env)
 	if err != nil {
 		return nil, err
 	}
-	path := "/usr/local/bin:/usr/bin:/bin"
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	var argv0 string
-	switch {
-	case pol.ExecRoot != "":
-		argv0, err = resolveExecInRoot(req.Cmd, path, pol.ExecRoot, pol.ExecHidden, execOK, literal)
-	case pol.Backend == "oci":
-		// Host resolution would check a file the container never runs.
-		err = fmt.Errorf("%w: capsule %q uses the oci backend but its policy has no exec root (the host sets it from the launch profile)", ErrUnavailable, o.capsule)
-	default:
-		argv0, err = resolveExec(req.Cmd, path, execOK, literal)
-	}
+	argv0, err := r.resolveCommand(o, snap, req.Cmd, envPath(env))
 	if err != nil {
 		return nil, err
 	}
@@ -124,71 +87,172 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, o
 	if err != nil {
 		return nil, err
 	}
+	pr := &prepared{backend: be, cs: snap.cs, command: req.Cmd, persist: persist, label: deriveLabel(req.Cmd)}
+	pr.spec = sandbox.ProcessSpec{
+		Argv:      append([]string{argv0}, req.Args...),
+		Cwd:       cwd,
+		Env:       env,
+		Stdin:     stdinSpec(req, openStdin),
+		Output:    r.outputSpec(),
+		Grace:     r.cfg.Defaults.StopGraceCap, // the registry bounds each graceful stop with its own ctx
+		Drain:     r.cfg.Defaults.Drain,
+		Limits:    pol.Limits,
+		Isolation: sandbox.IsolationSpec{Workspace: ws, Network: pol.Network, Profile: pol.Profile},
+	}
+	if persist != nil {
+		if err := applyPersist(pr, req, pol.Limits); err != nil {
+			return nil, err
+		}
+	}
+	pr.spec.Label = pr.label
+	return pr, nil
+}
 
-	pr := &prepared{backend: be, cs: cs, command: req.Cmd, persist: persist}
-	stdin := sandbox.StdinSpec{Mode: sandbox.StdinClosed}
-	if req.HasStdin || req.Stdin != nil {
-		stdin = sandbox.StdinSpec{Mode: sandbox.StdinBytes, Data: req.Stdin}
+// capsuleSnap is a capsule's state as of one spawn: RegisterCapsule
+// replaces policy and exec lists in place (under r.mu), so a spawn works
+// on a copy taken under the lock.
+type capsuleSnap struct {
+	cs            *capsuleState
+	policy        CapsulePolicy
+	exec, literal map[string]bool
+}
+
+// capsuleFor snapshots the caller's capsule, refusing when the registry
+// is shut down or the capsule is not registered.
+func (r *Registry) capsuleFor(o owner) (capsuleSnap, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return capsuleSnap{}, fmt.Errorf("%w: registry is shut down", ErrUnavailable)
 	}
-	if openStdin {
-		stdin = sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: req.Stdin}
+	cs := r.capsules[o.capsule]
+	if cs == nil {
+		return capsuleSnap{}, fmt.Errorf("%w: capsule %q is not registered with the process registry", ErrCapabilityDenied, o.capsule)
 	}
-	out := sandbox.OutputSpec{
+	return capsuleSnap{cs: cs, policy: cs.policy, exec: cs.exec, literal: cs.literal}, nil
+}
+
+// checkPersistAllowed refuses a persistent spawn the caller or the
+// capsule may not make.
+func checkPersistAllowed(o owner, pol *CapsulePolicy, persist *PersistOptions) error {
+	switch {
+	case persist == nil:
+		return nil
+	case o.fallback:
+		return fmt.Errorf("%w: the call carries no principal (owner-fallback); persistent processes need an authenticated principal", ErrPersistUnsupported)
+	case !pol.AllowPersistent:
+		return fmt.Errorf("%w: capsule %q does not declare allow_persistent", ErrPersistUnsupported, o.capsule)
+	}
+	return nil
+}
+
+// checkRequest refuses a malformed command: none, or a NUL in it or in
+// an argument.
+func checkRequest(req SpawnRequest) error {
+	if req.Cmd == "" {
+		return fmt.Errorf("%w: cmd is empty", ErrInvalidInput)
+	}
+	if strings.IndexByte(req.Cmd, 0) >= 0 {
+		return fmt.Errorf("%w: cmd contains NUL", ErrInvalidInput)
+	}
+	for i, a := range req.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return fmt.Errorf("%w: args[%d] contains NUL", ErrInvalidInput, i)
+		}
+	}
+	return nil
+}
+
+// envPath is the PATH a bare command is looked up on: the process's own,
+// else a conventional one.
+func envPath(env []string) string {
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	return path
+}
+
+// resolveCommand enforces the exec list where the process will run: in
+// the policy's exec root, or on the host. A backend whose commands run
+// inside a root (BackendPolicy.ExecInRoot) never falls back to the host
+// when the root is unknown: that would check a file the sandbox never
+// runs.
+func (r *Registry) resolveCommand(o owner, snap capsuleSnap, cmd, path string) (string, error) {
+	pol := &snap.policy
+	switch {
+	case pol.ExecRoot != "":
+		return resolveExecInRoot(cmd, path, pol.ExecRoot, pol.ExecHidden, snap.exec, snap.literal)
+	case r.cfg.Policies[pol.Backend].ExecInRoot:
+		return "", fmt.Errorf("%w: capsule %q uses the %s backend but its policy has no exec root (the host sets it from the launch profile)", ErrUnavailable, o.capsule, pol.Backend)
+	}
+	return resolveExec(cmd, path, snap.exec, snap.literal)
+}
+
+// stdinSpec is the stdin of a spawn: closed, the prelude then EOF, or
+// (openStdin) the prelude then open for writes.
+func stdinSpec(req SpawnRequest, openStdin bool) sandbox.StdinSpec {
+	switch {
+	case openStdin:
+		return sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: req.Stdin}
+	case req.HasStdin || req.Stdin != nil:
+		return sandbox.StdinSpec{Mode: sandbox.StdinBytes, Data: req.Stdin}
+	}
+	return sandbox.StdinSpec{Mode: sandbox.StdinClosed}
+}
+
+// outputSpec is the host's default output log of a process.
+func (r *Registry) outputSpec() sandbox.OutputSpec {
+	return sandbox.OutputSpec{
 		RingBytes:  r.cfg.Defaults.LogRingBytes,
 		SpillBytes: r.cfg.Defaults.SpillBytes,
 		Overflow:   sandbox.DropOldest,
 		SpillDir:   r.cfg.StateDir,
 	}
-	limits := pol.Limits
-	pr.label = deriveLabel(req.Cmd)
-	if persist != nil {
-		if persist.Label != nil {
-			if err := validLabel(*persist.Label); err != nil {
-				return nil, err
-			}
-			pr.label = *persist.Label
+}
+
+// applyPersist applies a persistent spawn's options to pr: the label,
+// stdin kept open, the overflow policy and ring size, limits tightened
+// from the capsule's, and the bounds on the timing options.
+func applyPersist(pr *prepared, req SpawnRequest, capsule sandbox.Limits) error {
+	persist, spec := pr.persist, &pr.spec
+	if persist.Label != nil {
+		if err := validLabel(*persist.Label); err != nil {
+			return err
 		}
-		if persist.KeepStdinOpen {
-			stdin = sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: req.Stdin}
-		}
-		switch persist.Overflow {
-		case 0, sandbox.DropOldest:
-		case sandbox.Backpressure:
-			out.Overflow = sandbox.Backpressure
-		default:
-			return nil, fmt.Errorf("%w: overflow policy %d is unknown", ErrInvalidInput, persist.Overflow)
-		}
-		if persist.LogRingBytes != nil {
-			out.RingBytes = clampInt(int(*persist.LogRingBytes), minRingBytes, maxRingBytes)
-		}
-		if limits, err = effectiveLimits(pol.Limits, persist.Limits); err != nil {
-			return nil, err
-		}
-		for _, d := range []struct {
-			name string
-			v    *time.Duration
-		}{{"max-lifetime-ms", persist.MaxLifetime}, {"idle-timeout-ms", persist.IdleTimeout}} {
-			if d.v != nil && *d.v <= 0 {
-				return nil, fmt.Errorf("%w: %s must be > 0", ErrInvalidInput, d.name)
-			}
-		}
-		if persist.ExitRetention != nil && *persist.ExitRetention < 0 {
-			return nil, fmt.Errorf("%w: exit-retention-ms must be >= 0", ErrInvalidInput)
+		pr.label = *persist.Label
+	}
+	if persist.KeepStdinOpen {
+		spec.Stdin = sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: req.Stdin}
+	}
+	switch persist.Overflow {
+	case 0, sandbox.DropOldest:
+	case sandbox.Backpressure:
+		spec.Output.Overflow = sandbox.Backpressure
+	default:
+		return fmt.Errorf("%w: overflow policy %d is unknown", ErrInvalidInput, persist.Overflow)
+	}
+	if persist.LogRingBytes != nil {
+		spec.Output.RingBytes = clampInt(int(*persist.LogRingBytes), minRingBytes, maxRingBytes)
+	}
+	var err error
+	if spec.Limits, err = effectiveLimits(capsule, persist.Limits); err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+	}{{"max-lifetime-ms", persist.MaxLifetime}, {"idle-timeout-ms", persist.IdleTimeout}} {
+		if d.v != nil && *d.v <= 0 {
+			return fmt.Errorf("%w: %s must be > 0", ErrInvalidInput, d.name)
 		}
 	}
-	pr.spec = sandbox.ProcessSpec{
-		Argv:      append([]string{argv0}, req.Args...),
-		Cwd:       cwd,
-		Env:       env,
-		Stdin:     stdin,
-		Output:    out,
-		Grace:     r.cfg.Defaults.StopGraceCap, // the registry bounds each graceful stop with its own ctx
-		Drain:     r.cfg.Defaults.Drain,
-		Limits:    limits,
-		Isolation: sandbox.IsolationSpec{Workspace: ws, Network: pol.Network, Profile: pol.Profile},
-		Label:     pr.label,
+	if persist.ExitRetention != nil && *persist.ExitRetention < 0 {
+		return fmt.Errorf("%w: exit-retention-ms must be >= 0", ErrInvalidInput)
 	}
-	return pr, nil
+	return nil
 }
 
 // resolveExec enforces the capsule's exec list before anything starts:

@@ -13,6 +13,17 @@ import (
 type Config struct {
 	// Backends by name: "local", "bwrap", "oci".
 	Backends map[string]sandbox.Backend
+	// Policies describe the Backends as data, by the same names: whoever
+	// constructs a backend (the daemon) says here whether its commands run
+	// inside a root, and what its launch profiles allow. The registry
+	// decides from these fields, never from a backend's name; the host
+	// checks manifests against them (Registry.Policies). A backend
+	// without an entry has the zero policy: commands resolve on the host.
+	Policies map[string]sandbox.BackendPolicy
+	// HostEnv is the host environment a process's environment starts
+	// from (its allowlisted entries: PATH, LANG, ...; see
+	// sandbox.BuildEnv). The daemon passes os.Environ(); nil: none.
+	HostEnv []string
 	// StateDir holds spill files (a private subdirectory per process).
 	StateDir string
 	Quotas   Quotas
@@ -58,9 +69,9 @@ type CapsulePolicy struct {
 	// busybox picks its applet from argv[0]); exactly, never by prefix.
 	Exec            []string
 	AllowPersistent bool
-	Backend         string // "local", "bwrap" or "oci"
+	Backend         string // a key of Config.Backends
 	Network         bool
-	Profile         string // OCI launch profile
+	Profile         string // launch profile (sandbox.BackendPolicy.Profiles)
 	// Workspace is the absolute directory processes run in (cwd root).
 	Workspace string
 	// Quotas: zero fields mean the host's; larger values are clamped down.
@@ -71,24 +82,26 @@ type CapsulePolicy struct {
 	// Env holds extra KEY=VALUE pairs granted by the operator (rarely used).
 	Env []string
 	// ExecRoot, when set, is the host directory the capsule's processes
-	// see as "/" (the oci backend's launch profile rootfs): Exec entries
-	// are paths inside it, a command is looked up and resolved inside it,
-	// and argv[0] is the in-root path (see execroot.go). Empty: commands
-	// are resolved on the host (local, bwrap).
+	// see as "/" (the launch profile's sandbox.Profile.ExecRoot): Exec
+	// entries are paths inside it, a command is looked up and resolved
+	// inside it, and argv[0] is the in-root path (see execroot.go).
+	// Empty: commands are resolved on the host, unless the backend's
+	// policy says they run in a root (ExecInRoot), which refuses spawns.
 	ExecRoot string
-	// ExecHidden lists in-root paths the sandbox mounts over (workspace,
-	// /tmp, /dev, /proc, /sys, the profile's binds and masks): the image's
-	// content there is not what a process would run, so no command may
-	// resolve there. Only with ExecRoot.
+	// ExecHidden lists in-root paths the sandbox mounts over
+	// (sandbox.Profile.ExecHidden): the image's content there is not what
+	// a process would run, so no command may resolve there. Only with
+	// ExecRoot.
 	ExecHidden []string
 	// WorkspaceOwner, when set, owns each principal's workspace directory
 	// (chowned on every spawn): the host uid:gid the sandboxed process
-	// runs as, e.g. a user-namespaced profile's mapped root.
+	// runs as, e.g. a user-namespaced profile's mapped root
+	// (sandbox.Profile.WorkspaceOwner).
 	WorkspaceOwner *Owner
 }
 
 // Owner is a numeric host uid and gid.
-type Owner struct{ UID, GID int }
+type Owner = sandbox.Owner
 
 // EnvVar is one guest-supplied environment entry.
 type EnvVar struct{ Key, Value string }

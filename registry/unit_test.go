@@ -77,7 +77,7 @@ func TestPrincipalGrammar(t *testing.T) {
 		{"a\x00b", false},
 		{"é", false},
 	} {
-		err := validPrincipal(tc.p)
+		err := ValidPrincipal(tc.p)
 		if (err == nil) != tc.ok {
 			t.Errorf("%q: err=%v, want ok=%v", tc.p, err, tc.ok)
 		}

@@ -24,6 +24,8 @@ import (
 	"github.com/capsule-host/capsule-host/host/engine/wazero"
 	"github.com/capsule-host/capsule-host/host/manifest"
 	"github.com/capsule-host/capsule-host/registry"
+	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/oci"
 	"github.com/capsule-host/capsule-host/wit"
 )
 
@@ -113,6 +115,9 @@ func runValidate(e *env, o *opts, args []string) error {
 	return nil
 }
 
+// validateCapsule checks the capsule in dir as serve would load it,
+// reporting each problem; a problem that makes the next step meaningless
+// stops there.
 func validateCapsule(ctx context.Context, dir string, rep *validateReport, problem func(error)) {
 	m, err := manifest.Load(dir)
 	if err != nil {
@@ -120,34 +125,52 @@ func validateCapsule(ctx context.Context, dir string, rep *validateReport, probl
 		return
 	}
 	rep.Capsule, rep.Version, rep.Module = m.Name, m.Version, m.Module
-	mp, err := m.ModulePath()
+	wasm, err := readPinned(m, rep, problem)
 	if err != nil {
 		problem(err)
 		return
 	}
+	if err := listImports(ctx, m, wasm, rep); err != nil {
+		problem(err)
+		return
+	}
+	if err := scratchLoad(ctx, dir, m, rep); err != nil {
+		problem(err)
+	}
+}
+
+// readPinned reads the module and reports (without stopping) a checksum
+// other than the manifest's pin.
+func readPinned(m *manifest.Manifest, rep *validateReport, problem func(error)) ([]byte, error) {
+	mp, err := m.ModulePath()
+	if err != nil {
+		return nil, err
+	}
 	wasm, err := os.ReadFile(mp)
 	if err != nil {
-		problem(m.Errorf("capsule.module", "%v", err))
-		return
+		return nil, m.Errorf("capsule.module", "%v", err)
 	}
 	sum := sha256.Sum256(wasm)
 	rep.SHA256 = hex.EncodeToString(sum[:])
 	if rep.SHA256 != m.SHA256 {
 		problem(m.Errorf("capsule.sha256", "the module's SHA-256 is %s; the manifest pins %s", rep.SHA256, m.SHA256))
 	}
+	return wasm, nil
+}
 
-	// The import listing, from the module itself.
+// listImports lists the module's imports by module, each with whether
+// this binary serves it, from the module itself.
+func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *validateReport) error {
 	eng, err := wazero.New(ctx, engine.EngineConfig{}, nil)
 	if err != nil {
-		problem(err)
-		return
+		return err
 	}
 	defer eng.Close(ctx)
 	mod, err := eng.Compile(ctx, wasm)
 	if err != nil {
-		problem(m.Errorf("capsule.module", "not a valid wasm module: %v", err))
-		return
+		return m.Errorf("capsule.module", "not a valid wasm module: %v", err)
 	}
+	defer mod.Close(ctx)
 	served := map[string]bool{}
 	for _, p := range wit.Packages() {
 		served[p.Name+"@"+p.Version] = true
@@ -178,20 +201,22 @@ func validateCapsule(ctx context.Context, dir string, rep *validateReport, probl
 		}
 		rep.Imports = append(rep.Imports, validateGroup{Module: mn, Functions: count[mn], Status: st})
 	}
-	_ = mod.Close(ctx)
+	return nil
+}
 
-	// The real load, in a scratch host with nothing to run processes:
-	// import signatures, exports, policy and describe, exactly as serve.
+// scratchLoad is the real load, in a scratch host with nothing to run
+// processes: import signatures, exports, policy and describe, exactly as
+// serve. Every backend is offered, with the policy data of one that has
+// no profiles in full: the manifest's profile is known by name only.
+func scratchLoad(ctx context.Context, dir string, m *manifest.Manifest, rep *validateReport) error {
 	tmp, err := os.MkdirTemp("", "capsule-host-validate-")
 	if err != nil {
-		problem(err)
-		return
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	reg, err := registry.New(registry.Config{StateDir: tmp, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		problem(err)
-		return
+		return err
 	}
 	defer reg.Shutdown(context.WithoutCancel(ctx))
 	var profiles []string
@@ -201,20 +226,20 @@ func validateCapsule(ctx context.Context, dir string, rep *validateReport, probl
 	h, err := host.New(ctx, host.Config{
 		Registry: reg, StateDir: tmp, Logger: slog.New(slog.DiscardHandler),
 		Backends: []string{"local", "bwrap", "oci"}, Profiles: profiles, AllowNetwork: true,
+		Policies: map[string]sandbox.BackendPolicy{"oci": oci.PolicyOf(nil)},
 	})
 	if err != nil {
-		problem(err)
-		return
+		return err
 	}
 	defer h.Close(context.WithoutCancel(ctx))
 	c, err := h.Load(ctx, dir)
 	if err != nil {
-		problem(locate(m, err))
-		return
+		return locate(m, err)
 	}
 	for _, t := range c.Tools() {
 		rep.Tools = append(rep.Tools, t.Name)
 	}
+	return nil
 }
 
 // locate gives a load error that carries no manifest position the line of

@@ -111,9 +111,11 @@ max = 8
 }
 
 // sandboxEnv is a Host whose registry has the local backend plus the
-// given sandboxed one, with the capsules in capsuleDirs loaded. The host
-// derives the launch profiles from the registry's oci backend itself, as
-// the daemon's does. mut (optional) adjusts the host config.
+// given sandboxed one, with the capsules in capsuleDirs loaded. The
+// registry gets the backend's policy data as the daemon builds it (a
+// backend that describes itself, the oci one, gives its own), and the
+// host derives the launch profiles from the registry, as the daemon's
+// does. mut (optional) adjusts the host config.
 func sandboxEnv(t *testing.T, stateDir, name string, be sandbox.Backend, mut func(*host.Config), capsuleDirs ...string) *env {
 	t.Helper()
 	lb, err := local.New(local.Options{})
@@ -121,8 +123,14 @@ func sandboxEnv(t *testing.T, stateDir, name string, be sandbox.Backend, mut fun
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var pol sandbox.BackendPolicy
+	if d, ok := be.(interface{ Policy() sandbox.BackendPolicy }); ok {
+		pol = d.Policy()
+	}
 	reg, err := registry.New(registry.Config{
 		Backends: map[string]sandbox.Backend{"local": lb, name: be},
+		Policies: map[string]sandbox.BackendPolicy{name: pol},
+		HostEnv:  os.Environ(),
 		StateDir: filepath.Join(stateDir, "processes"),
 		Logger:   logger,
 	})

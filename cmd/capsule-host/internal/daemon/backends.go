@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 
 	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/sandbox"
@@ -15,33 +16,59 @@ import (
 	"github.com/capsule-host/capsule-host/sandbox/oci"
 )
 
+// backendSet is the constructed backends and, by the same names, their
+// policy data (what the registry and the host decide from).
+type backendSet struct {
+	backends map[string]sandbox.Backend
+	policies map[string]sandbox.BackendPolicy
+}
+
+// names are the backends' names, sorted.
+func (s backendSet) names() []string {
+	out := make([]string, 0, len(s.backends))
+	for n := range s.backends {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // buildBackends constructs the backends enabled in the config. A backend
 // that cannot start (bwrap missing, no OCI runtime) fails the daemon with
 // the reason, rather than failing each capsule's calls later.
-func buildBackends(ctx context.Context, cfg *config.Config, lg *slog.Logger) (map[string]sandbox.Backend, error) {
-	out := map[string]sandbox.Backend{}
+func buildBackends(ctx context.Context, cfg *config.Config, lg *slog.Logger) (backendSet, error) {
+	out := backendSet{backends: map[string]sandbox.Backend{}, policies: map[string]sandbox.BackendPolicy{}}
 	for _, name := range cfg.Backends.Enabled {
-		var (
-			b   sandbox.Backend
-			err error
-		)
-		switch name {
-		case "local":
-			b, err = local.New(local.Options{})
-		case "bwrap":
-			b, err = newBwrap(cfg)
-		case "oci":
-			b, err = newOCI(cfg)
-		default:
-			err = fmt.Errorf("unknown backend %q", name)
-		}
+		b, pol, err := buildBackend(cfg, name)
 		if err != nil {
-			return nil, fmt.Errorf("backend %s: %w", name, err)
+			return backendSet{}, fmt.Errorf("backend %s: %w", name, err)
 		}
-		out[name] = b
+		out.backends[name], out.policies[name] = b, pol
 		lg.Debug("backend ready", "backend", name)
 	}
 	return out, nil
+}
+
+// buildBackend constructs one backend and describes it as policy data:
+// local and bwrap run host commands and have no launch profiles; the oci
+// backend describes its own profiles (oci.Backend.Policy), so the host
+// checks manifests against exactly what it will enforce.
+func buildBackend(cfg *config.Config, name string) (sandbox.Backend, sandbox.BackendPolicy, error) {
+	switch name {
+	case "local":
+		b, err := local.New(local.Options{})
+		return b, sandbox.BackendPolicy{}, err
+	case "bwrap":
+		b, err := newBwrap(cfg)
+		return b, sandbox.BackendPolicy{}, err
+	case "oci":
+		b, err := newOCI(cfg)
+		if err != nil {
+			return nil, sandbox.BackendPolicy{}, err
+		}
+		return b, b.Policy(), nil
+	}
+	return nil, sandbox.BackendPolicy{}, fmt.Errorf("unknown backend %q", name)
 }
 
 func newBwrap(cfg *config.Config) (sandbox.Backend, error) {
@@ -50,7 +77,7 @@ func newBwrap(cfg *config.Config) (sandbox.Backend, error) {
 
 // newOCI passes the config's runtimes and launch profiles through to the
 // OCI backend, which validates the profiles itself.
-func newOCI(cfg *config.Config) (sandbox.Backend, error) {
+func newOCI(cfg *config.Config) (*oci.Backend, error) {
 	if err := os.MkdirAll(cfg.Backends.OCI.Root, 0o700); err != nil {
 		return nil, err
 	}

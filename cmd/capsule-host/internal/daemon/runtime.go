@@ -67,18 +67,49 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			return nil, fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
-	backends, err := buildBackends(ctx, cfg, lg)
+	set, err := buildBackends(ctx, cfg, lg)
 	if err != nil {
 		return nil, err
 	}
-	rcfg := registry.Config{
-		Backends: backends,
+	reg, err := openRegistry(cfg, set, lg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = reg.Shutdown(sctx)
+		}
+	}()
+	h, err := openHost(ctx, cfg, engine, reg, set.names(), lg)
+	if err != nil {
+		return nil, err
+	}
+	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now()}
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = h.Close(sctx)
+		}
+	}()
+	if err := loadCapsules(ctx, h, cfg, o.Bundled, lg); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// registryConfig is the registry's part of the host config: the backends
+// and their policy data, the host's environment (the registry reads none
+// itself), quotas and process defaults.
+func registryConfig(cfg *config.Config, set backendSet, lg *slog.Logger) registry.Config {
+	return registry.Config{
+		Backends: set.backends,
+		Policies: set.policies,
+		HostEnv:  os.Environ(),
 		StateDir: filepath.Join(cfg.StateDir, "processes"),
-		Quotas: registry.Quotas{
-			MaxConcurrent: cfg.Quotas.MaxConcurrent,
-			MaxRetained:   cfg.Quotas.MaxRetained,
-			MaxEntries:    cfg.Quotas.MaxEntries,
-		},
+		Quotas:   quotas(cfg),
 		Defaults: registry.Defaults{
 			LogRingBytes:  cfg.Processes.LogRingBytes,
 			SpillBytes:    cfg.Processes.SpillBytes,
@@ -91,6 +122,22 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		},
 		Logger: lg.With("component", "registry"),
 	}
+}
+
+// quotas are the host's per-capsule quotas (the registry's, and the
+// ceilings a manifest may only lower).
+func quotas(cfg *config.Config) registry.Quotas {
+	return registry.Quotas{
+		MaxConcurrent: cfg.Quotas.MaxConcurrent,
+		MaxRetained:   cfg.Quotas.MaxRetained,
+		MaxEntries:    cfg.Quotas.MaxEntries,
+	}
+}
+
+// openRegistry starts the process registry, and gives a redacting log
+// handler the registry's keyed hash of process IDs.
+func openRegistry(cfg *config.Config, set backendSet, lg *slog.Logger) (*registry.Registry, error) {
+	rcfg := registryConfig(cfg, set, lg)
 	if err := os.MkdirAll(rcfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", rcfg.StateDir, err)
 	}
@@ -101,18 +148,13 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if rh, ok := lg.Handler().(*RedactHandler); ok {
 		rh.SetHasher(reg.LogID)
 	}
-	defer func() {
-		if err != nil {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_ = reg.Shutdown(sctx)
-		}
-	}()
-	names := make([]string, 0, len(backends))
-	for n := range backends {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	return reg, nil
+}
+
+// openHost starts the host over reg. The backends' policy data comes from
+// the registry (host.Config.Policies' default), so the host checks
+// manifests against what the registry and the backends enforce.
+func openHost(ctx context.Context, cfg *config.Config, engine string, reg *registry.Registry, backends []string, lg *slog.Logger) (*host.Host, error) {
 	h, err := host.New(ctx, host.Config{
 		Engine:        engine,
 		Registry:      reg,
@@ -120,33 +162,31 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		WorkspaceRoot: cfg.WorkspaceRoot,
 		Logger:        lg.With("component", "host"),
 		CallTimeout:   cfg.CallTimeout.D(),
-		HostQuotas:    rcfg.Quotas,
+		HostQuotas:    quotas(cfg),
 		HostLimits: sandbox.Limits{
 			MemoryBytes: cfg.Limits.MemoryBytes,
 			CPUTime:     cfg.Limits.CPUTime.D(),
 			Pids:        cfg.Limits.Pids,
 			OpenFiles:   cfg.Limits.OpenFiles,
 		},
-		Backends:     names,
+		Backends:     backends,
 		Profiles:     cfg.ProfileNames(),
 		AllowNetwork: cfg.AllowNetwork,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the host: %w", err)
 	}
-	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now()}
-	defer func() {
-		if err != nil {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			_ = h.Close(sctx)
-		}
-	}()
+	return h, nil
+}
+
+// loadCapsules loads the bundled capsules (when enabled), then the
+// config's directories; the first failure stops.
+func loadCapsules(ctx context.Context, h *host.Host, cfg *config.Config, bundledFS fs.FS, lg *slog.Logger) error {
 	var dirs []string
-	if *cfg.Bundled && o.Bundled != nil {
-		bd, err := bundled.Extract(o.Bundled, filepath.Join(cfg.StateDir, "capsules"))
+	if *cfg.Bundled && bundledFS != nil {
+		bd, err := bundled.Extract(bundledFS, filepath.Join(cfg.StateDir, "capsules"))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		dirs = append(dirs, bd...)
 	}
@@ -154,11 +194,11 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	for _, d := range dirs {
 		c, err := h.Load(ctx, d)
 		if err != nil {
-			return nil, fmt.Errorf("loading capsule %s: %w", d, err)
+			return fmt.Errorf("loading capsule %s: %w", d, err)
 		}
 		lg.Info("capsule loaded", "capsule", c.Name(), "version", c.Manifest.Version, "tools", len(c.Tools()), "dir", d)
 	}
-	return rt, nil
+	return nil
 }
 
 // CheckEngine refuses an engine this binary was not built with, saying

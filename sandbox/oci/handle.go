@@ -2,18 +2,14 @@ package oci
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
 )
 
 // handle is one attachment to a container. Containers have backend
@@ -73,19 +69,14 @@ func (h *handle) Signal(sig syscall.Signal) error {
 }
 
 func (c *container) kill(sig syscall.Signal, all bool) error {
-	args := []string{"kill"}
-	if all {
-		args = append(args, "--all")
-	}
-	args = append(args, c.st.ContainerID, strconv.Itoa(int(sig)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := runtimeCmd(ctx, c.st, args...)
+	err := c.st.runtime().kill(ctx, c.st.ContainerID, sig, all)
 	if err == nil {
 		return nil
 	}
 	// Raced with the exit: nothing was signalled, nothing needs to be.
-	if errors.Is(err, errNoContainer) || strings.Contains(err.Error(), "not running") || strings.Contains(err.Error(), "stopped") {
+	if errors.Is(err, errNotRunning) {
 		select {
 		case <-c.done:
 			return nil
@@ -135,21 +126,19 @@ func (h *handle) Terminate(ctx context.Context, mode sandbox.TerminateMode) (san
 // monitor saved before deleting them.
 func (h *handle) Stats() sandbox.Stats {
 	var cs cgroupStats
-	if b, err := os.ReadFile(filepath.Join(h.c.stateDir, "stats.json")); err == nil {
-		_ = json.Unmarshal(b, &cs)
-	} else {
+	if err := readJSON(h.c.stateDir, statsName, &cs); err != nil {
+		cs = cgroupStats{}
 		var dirs []string
-		if b, err := os.ReadFile(filepath.Join(h.c.stateDir, "cgroups.json")); err == nil {
-			_ = json.Unmarshal(b, &dirs)
-		}
+		_ = readJSON(h.c.stateDir, cgroupsName, &dirs)
 		if ownedDirs(dirs, h.c.st.ContainerID) {
-			cs = readCgroupStats(dirs)
+			u := cgroups.UsageIn(dirs)
+			cs = cgroupStats{CPUNS: u.CPUNS, MemoryPeak: u.MemoryPeak}
 		}
 		// The monitor may have saved the final figures (and deleted the
 		// cgroups) meanwhile: those win.
-		if b, err := os.ReadFile(filepath.Join(h.c.stateDir, "stats.json")); err == nil {
-			cs = cgroupStats{}
-			_ = json.Unmarshal(b, &cs)
+		var final cgroupStats
+		if readJSON(h.c.stateDir, statsName, &final) == nil {
+			cs = final
 		}
 	}
 	var s sandbox.Stats

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
 )
 
 func TestSmoke(t *testing.T) {
@@ -334,7 +335,7 @@ func TestRunsc(t *testing.T) {
 	// behind: runsc leaks them; Start's cleanup removes them.
 	count := func() int {
 		n := 0
-		for _, d := range memoryCgroupDirs("capsule-oci") {
+		for _, d := range cgroups.SelfDirs("capsule-oci") {
 			ents, _ := os.ReadDir(d)
 			for _, en := range ents {
 				if en.IsDir() && (strings.HasPrefix(en.Name(), "capsule-") || strings.HasPrefix(en.Name(), "runsc-")) {

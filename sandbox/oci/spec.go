@@ -49,15 +49,31 @@ func containerCwd(p Profile, workspace, cwd string) (string, error) {
 	return filepath.Join(p.workspaceDir(), rel), nil
 }
 
+// buildSpec is config.json: runc's defaults hardened (read-only root,
+// no capabilities beyond the profile's, no new privileges, a seccomp
+// deny-list, private namespaces), then the profile's binds and masks, the
+// network, the user namespace and the limits.
 func buildSpec(in specInput) (*specs.Spec, error) {
-	p, ps := in.profile, in.proc
-	cwd, err := containerCwd(p, ps.Isolation.Workspace, ps.Cwd)
+	cwd, err := containerCwd(in.profile, in.proc.Isolation.Workspace, in.proc.Cwd)
 	if err != nil {
 		return nil, err
 	}
+	s := baseSpec(in, cwd)
+	if in.init != "" {
+		wrapInit(s, in.init)
+	}
+	addBinds(s, in.profile, in.proc.Isolation.Workspace)
+	addNetwork(s, in.profile.network() == NetworkHost && in.proc.Isolation.Network)
+	addUserNS(s, in)
+	addLimits(s, in)
+	return s, nil
+}
+
+// baseSpec is the spec every container gets.
+func baseSpec(in specInput, cwd string) *specs.Spec {
+	p, ps := in.profile, in.proc
 	caps := append([]string(nil), p.Capabilities...)
-	env := mergeEnv(ps.Env, p.Env)
-	s := &specs.Spec{
+	return &specs.Spec{
 		Version:  specs.Version,
 		Hostname: "capsule",
 		Root:     &specs.Root{Path: p.Rootfs, Readonly: true},
@@ -65,7 +81,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 			Terminal: false,
 			User:     specs.User{UID: p.UID, GID: p.GID},
 			Args:     append([]string(nil), ps.Argv...),
-			Env:      env,
+			Env:      mergeEnv(ps.Env, p.Env),
 			Cwd:      cwd,
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: caps, Effective: caps, Permitted: caps,
@@ -97,25 +113,31 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 			Seccomp: defaultSeccomp(),
 		},
 	}
-	if in.init != "" {
-		// /dev is the container's own tmpfs, so the mount point can be
-		// created even though the root is read-only.
-		s.Mounts = append(s.Mounts, specs.Mount{Destination: initMount, Type: "bind", Source: in.init, Options: []string{"bind", "ro", "nosuid", "nodev"}})
-		pre := []string{initMount, initFlag}
-		if !hasKey(env, "HOME") {
-			pre = append(pre, "-u", "HOME")
-		}
-		s.Process.Args = append(append(pre, "--"), s.Process.Args...)
+}
+
+// wrapInit makes capsule-oci-init (host path init) pid 1, with the
+// spec's argv as its child.
+func wrapInit(s *specs.Spec, init string) {
+	// /dev is the container's own tmpfs, so the mount point can be
+	// created even though the root is read-only.
+	s.Mounts = append(s.Mounts, specs.Mount{Destination: initMount, Type: "bind", Source: init, Options: []string{"bind", "ro", "nosuid", "nodev"}})
+	pre := []string{initMount, initFlag}
+	if !hasKey(s.Process.Env, "HOME") {
+		pre = append(pre, "-u", "HOME")
 	}
+	s.Process.Args = append(append(pre, "--"), s.Process.Args...)
+}
+
+// addBinds adds the profile's read-only binds, then its masks as mounts
+// of their own, after the binds they may fall in: runsc ignores
+// linux.maskedPaths (measured: TestEscapeMaskedSecret/runsc read the
+// secret), and a mount is honoured by every runtime.
+func addBinds(s *specs.Spec, p Profile, workspace string) {
 	for _, b := range p.ReadOnlyBinds {
 		s.Mounts = append(s.Mounts, specs.Mount{Destination: b.Destination, Type: "bind", Source: b.Source, Options: []string{"rbind", "ro", "nosuid", "nodev"}})
 	}
-	// The profile's masks are also made mounts of their own, after the
-	// binds they may fall in: runsc ignores linux.maskedPaths (measured:
-	// TestEscapeMaskedSecret/runsc read the secret), and a mount is
-	// honoured by every runtime.
 	for _, m := range p.MaskedPaths {
-		hp, ok := hostPathFor(p, ps.Isolation.Workspace, m)
+		hp, ok := hostPathFor(p, workspace, m)
 		if !ok {
 			continue
 		}
@@ -129,15 +151,25 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: m, Type: "bind", Source: "/dev/null", Options: []string{"bind", "ro", "nosuid", "nodev", "noexec"}})
 		}
 	}
-	if !(p.network() == NetworkHost && ps.Isolation.Network) {
+}
+
+// addNetwork gives the container a private network namespace unless it
+// shares the host's, and the /sys that goes with either.
+func addNetwork(s *specs.Spec, hostNet bool) {
+	if !hostNet {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
 		// A private network namespace may mount its own sysfs.
 		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}})
-	} else {
-		// sysfs cannot be mounted afresh in the host's network namespace
-		// from a user namespace; bind the host's read-only instead.
-		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/sys", Type: "none", Source: "/sys", Options: []string{"rbind", "nosuid", "noexec", "nodev", "ro"}})
+		return
 	}
+	// sysfs cannot be mounted afresh in the host's network namespace
+	// from a user namespace; bind the host's read-only instead.
+	s.Mounts = append(s.Mounts, specs.Mount{Destination: "/sys", Type: "none", Source: "/sys", Options: []string{"rbind", "nosuid", "noexec", "nodev", "ro"}})
+}
+
+// addUserNS maps container root: rootless, onto the invoking user; else
+// onto the profile's unprivileged range, if it has one.
+func addUserNS(s *specs.Spec, in specInput) {
 	switch {
 	case in.rootless:
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
@@ -146,11 +178,16 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		// devpts in a rootless user namespace cannot take gid/mode the
 		// host did not map; mqueue and sysfs likewise.
 		s.Mounts = rootlessMounts(s.Mounts)
-	case p.UserNS != nil:
+	case in.profile.UserNS != nil:
+		m := in.profile.UserNS
 		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
-		s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: p.UserNS.HostUID, Size: p.UserNS.Size}}
-		s.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: p.UserNS.HostGID, Size: p.UserNS.Size}}
+		s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: m.HostUID, Size: m.Size}}
+		s.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: m.HostGID, Size: m.Size}}
 	}
+}
+
+// addLimits sets the cgroup limits and rlimits.
+func addLimits(s *specs.Spec, in specInput) {
 	lim := in.limits
 	if lim.MemoryBytes > 0 {
 		m := lim.MemoryBytes
@@ -168,7 +205,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		}
 		s.Linux.Resources.Pids = &specs.LinuxPids{Limit: &n}
 	}
-	if p.CPUs > 0 {
+	if p := in.profile; p.CPUs > 0 {
 		period := uint64(100000)
 		quota := int64(math.Ceil(p.CPUs * float64(period)))
 		s.Linux.Resources.CPU = &specs.LinuxCPU{Period: &period, Quota: &quota}
@@ -183,7 +220,6 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 		sec := uint64(math.Ceil(lim.CPUTime.Seconds()))
 		s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_CPU", Hard: sec + 1, Soft: sec})
 	}
-	return s, nil
 }
 
 // hostPathFor maps a container path to the host path behind it: the

@@ -1,0 +1,247 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
+)
+
+// live holds the containers this process started or attached, keyed by
+// state directory, so that every Backend value over the same Root shares
+// one set of streams and one exit per container.
+var live = struct {
+	sync.Mutex
+	m map[string]*container
+}{m: map[string]*container{}}
+
+// container is one container as seen by this process; all its handles
+// share it.
+type container struct {
+	b        string
+	id       string
+	st       stateFile
+	stateDir string
+	grace    time.Duration
+	drain    time.Duration
+
+	monitor   *exec.Cmd
+	monExited chan struct{}
+	settled   <-chan struct{} // the container's last process is gone
+	logs      [2]*sandbox.OutputLog
+	stdin     *sandbox.Stdin
+	readers   [2]*os.File
+	pumps     sync.WaitGroup
+
+	done    chan struct{}
+	exit    sandbox.Exit
+	err     error
+	cleaned bool // under live's lock
+}
+
+func newContainer(backend string, st stateFile, sdir string) *container {
+	return &container{b: backend, id: st.ID, st: st, stateDir: sdir, grace: time.Duration(st.Grace), drain: time.Duration(st.Drain), done: make(chan struct{})}
+}
+
+const pumpChunk = 64 << 10
+
+// startPumps copies the container's stdout and stderr pipes into its
+// logs, each read bounded by the log's free space (backpressure).
+func (c *container) startPumps() {
+	for i := range c.readers {
+		c.pumps.Add(1)
+		go c.pump(c.readers[i], c.logs[i])
+	}
+}
+
+func (c *container) pump(r *os.File, l *sandbox.OutputLog) {
+	defer c.pumps.Done()
+	defer l.CloseWrite()
+	buf := make([]byte, pumpChunk)
+	for {
+		n := l.WaitSpace(c.done)
+		if n == 0 {
+			// Settled while backpressured: the log was lifted before
+			// done closed, so this is the drain bound.
+			return
+		}
+		if n > int64(len(buf)) {
+			n = int64(len(buf))
+		}
+		k, err := r.Read(buf[:n])
+		if k > 0 {
+			if _, werr := l.Write(buf[:k]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF, or the pipe was closed at the drain bound
+		}
+	}
+}
+
+// settle waits for the exit record, then for the output pumps (bounded by
+// the drain time), and publishes the exit.
+func (c *container) settle(wait func() (*exitRecord, error)) {
+	rec, err := wait()
+	for _, l := range c.logs {
+		if l != nil {
+			l.LiftBackpressure()
+		}
+	}
+	pumped := make(chan struct{})
+	go func() { c.pumps.Wait(); close(pumped) }()
+	select {
+	case <-pumped:
+	case <-time.After(c.drain):
+		c.closeReaders()
+		<-pumped
+	}
+	c.closeReaders()
+	if c.settled != nil {
+		// The monitor ends leftovers at the drain bound: once it says the
+		// container is empty, nothing of the process survives Wait.
+		select {
+		case <-c.settled:
+		case <-time.After(c.drain + 10*time.Second):
+		}
+	}
+	if c.stdin != nil {
+		c.stdin.Close()
+	}
+	if err != nil {
+		c.err = fmt.Errorf("oci %s: exit status unknown: %v: %w", c.id, err, sandbox.ErrUnavailable)
+	} else {
+		c.exit = rec.exit()
+	}
+	close(c.done)
+}
+
+func (c *container) closeReaders() {
+	for _, r := range c.readers {
+		if r != nil {
+			r.Close()
+		}
+	}
+}
+
+// destroy deletes the runtime's container, the bundle, leftover cgroups,
+// spill files and the state directory, once the monitor is done with
+// them.
+func (c *container) destroy(ctx context.Context) error {
+	if err := c.awaitMonitor(ctx); err != nil {
+		return err
+	}
+	var errs []error
+	if err := c.deleteRuntime(ctx, false); errors.Is(err, errStillRunning) {
+		return fmt.Errorf("cleanup %s: %w: %v", c.id, sandbox.ErrRunning, err)
+	} else if err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.removeCgroups(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.removeLogs(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := removeAll(c.st.SpillDir, c.st.Bundle, c.stateDir); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("oci cleanup %s: %w", c.id, errors.Join(errs...))
+	}
+	return nil
+}
+
+// awaitMonitor: after the exit, the monitor ends leftovers at the drain
+// bound and deletes the runtime's container itself; let it finish.
+func (c *container) awaitMonitor(ctx context.Context) error {
+	deadline := time.Now().Add(c.drain + 10*time.Second)
+	if c.monExited != nil {
+		select {
+		case <-c.monExited:
+		case <-time.After(time.Until(deadline)):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	for monitorAlive(c.st) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// deleteRuntime deletes the runtime's container unless the monitor did.
+func (c *container) deleteRuntime(ctx context.Context, force bool) error {
+	if c.st.Runtime == "" || fileExists(filepath.Join(c.stateDir, deletedName)) {
+		return nil
+	}
+	return c.st.runtime().delete(ctx, c.st.ContainerID, force)
+}
+
+// cgroupRel is the container's relative cgroupsPath: the runtime
+// resolves it under the monitor's own cgroups, which are the host's.
+func cgroupRel(cid string) string { return "capsule-oci/" + cid }
+
+// removeCgroups removes the container's leftover cgroups (and, for runsc,
+// the groups it leaks).
+func (c *container) removeCgroups() error {
+	var dirs []string
+	if err := readJSON(c.stateDir, cgroupsName, &dirs); err != nil {
+		// A start that failed before the monitor recorded them: the
+		// runtime put them under the monitor's cgroups, which are ours.
+		dirs = cgroups.SelfDirs(cgroupRel(c.st.ContainerID))
+	}
+	if !ownedDirs(dirs, c.st.ContainerID) {
+		dirs = nil // never touch a cgroup that is not this container's
+	}
+	err := cgroups.RemoveDirs(dirs)
+	if c.st.RuntimeName == "runsc" {
+		sweepRunscLeaks()
+	}
+	return err
+}
+
+// ownedDirs reports whether every dir is a container cgroup named cid.
+func ownedDirs(dirs []string, cid string) bool {
+	for _, d := range dirs {
+		if filepath.Base(d) != cid {
+			return false
+		}
+	}
+	return true
+}
+
+// sweepRunscLeaks removes the empty runsc-<n> cgroups that runsc leaves
+// in every v1 controller when a start fails.
+func sweepRunscLeaks() {
+	cgroups.RemoveEmptyChildren(cgroups.SelfDirs(""), "runsc-")
+}
+
+func (c *container) removeLogs() error {
+	var errs []error
+	for _, l := range c.logs {
+		if l != nil {
+			errs = append(errs, l.Remove())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func removeAll(dirs ...string) error {
+	var errs []error
+	for _, d := range dirs {
+		if d != "" {
+			errs = append(errs, os.RemoveAll(d))
+		}
+	}
+	return errors.Join(errs...)
+}

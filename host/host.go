@@ -45,6 +45,13 @@ type Config struct {
 	// CallTimeout bounds one tool call (default 30s); a caller's earlier
 	// deadline wins.
 	CallTimeout time.Duration
+	// InstantiateTimeout bounds one instantiation (start function and
+	// _initialize, at load, on a call or by the warmer). Default: the
+	// larger of CallTimeout and 10s — instantiation is host work, not the
+	// caller's, and a short call timeout must not leave a loaded host
+	// unable to create instances (the Go runtime's _initialize takes
+	// hundreds of milliseconds under -race on a busy machine).
+	InstantiateTimeout time.Duration
 	// HostQuotas are the ceilings a manifest's [limits] may only lower
 	// (zero fields: the registry defaults 8/32/256).
 	HostQuotas registry.Quotas
@@ -167,6 +174,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.InstantiateTimeout <= 0 {
+		cfg.InstantiateTimeout = max(cfg.CallTimeout, minInstantiateTimeout)
 	}
 	if len(cfg.Backends) == 0 {
 		cfg.Backends = []string{"local"}

@@ -12,10 +12,14 @@ import (
 )
 
 // A guest whose _initialize never returns must not hang the host: every
-// instantiation (at load, on a call, by the warmer) is bounded by the call
-// timeout, so Load fails with a clear error instead of blocking forever.
+// instantiation (at load, on a call, by the warmer) is bounded by
+// Config.InstantiateTimeout, so Load fails with a clear error instead of
+// blocking forever.
 func TestSpinningInitializeIsBounded(t *testing.T) {
-	e := newHost(t, func(c *host.Config) { c.CallTimeout = 200 * time.Millisecond })
+	e := newHost(t, func(c *host.Config) {
+		c.CallTimeout = 200 * time.Millisecond
+		c.InstantiateTimeout = 300 * time.Millisecond
+	})
 	dir := capsuleDir(t, "spininit", "testdata/spininit/spininit.wasm", "")
 	done := make(chan error, 1)
 	go func() {

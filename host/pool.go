@@ -89,11 +89,9 @@ func (p *pool) newInstance(ctx context.Context) (*instance, error) {
 	// Instantiation runs the start function and _initialize, which may
 	// spin or call host functions: give it the same per-call context and
 	// bound a tool call gets, so a hostile guest cannot hang Load (which
-	// holds loadMu, and so Close) or pin a warmer slot forever. The bound
-	// is never below minInstantiateTimeout: instantiation is host work,
-	// not the caller's, and a short call_timeout must not make a loaded
-	// host unable to create instances at all.
-	ctx, cancel := context.WithTimeout(ctx, max(p.h.cfg.CallTimeout, minInstantiateTimeout))
+	// holds loadMu, and so Close) or pin a warmer slot forever: bounded by
+	// Config.InstantiateTimeout.
+	ctx, cancel := context.WithTimeout(ctx, p.h.cfg.InstantiateTimeout)
 	defer cancel()
 	ictx := p.h.callContext(ctx, in, registry.Caller{Capsule: p.c.Name(), Principal: p.h.cfg.OwnerPrincipal(p.c.Name()), Fallback: true})
 	ei, err := p.c.mod.Instantiate(ictx, engine.InstanceConfig{Name: name, Stdout: in.stdout, Stderr: in.stderr})
@@ -120,9 +118,8 @@ func (p *pool) newInstance(ctx context.Context) (*instance, error) {
 	return in, nil
 }
 
-// minInstantiateTimeout is the least time one instantiation may take
-// (the Go runtime's _initialize takes hundreds of milliseconds under -race
-// on a loaded machine).
+// minInstantiateTimeout is the least default bound of one instantiation
+// (see Config.InstantiateTimeout).
 const minInstantiateTimeout = 10 * time.Second
 
 // acquire returns an idle instance or creates one, waiting for a slot

@@ -12,15 +12,16 @@ import (
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
-// Profile errors. Both wrap sandbox.ErrInvalidSpec, so a caller that only
-// knows the seam still classifies them as a bad request.
+// Profile errors. The first two are the seam's classes (sandbox/policy.go),
+// so a refusal at Start and one at manifest load are the same error for
+// errors.Is; both wrap sandbox.ErrInvalidSpec.
 var (
 	// ErrUnknownProfile: a manifest or spec names a profile the host
 	// config does not declare.
-	ErrUnknownProfile = fmt.Errorf("%w: unknown launch profile", sandbox.ErrInvalidSpec)
+	ErrUnknownProfile = sandbox.ErrUnknownProfile
 	// ErrWidens: a manifest or spec asks for more than its profile allows
 	// (a higher limit, the network on a profile without it).
-	ErrWidens = fmt.Errorf("%w: request widens its launch profile", sandbox.ErrInvalidSpec)
+	ErrWidens = sandbox.ErrWidens
 	// ErrBadProfile: the operator's profile itself is invalid.
 	ErrBadProfile = errors.New("invalid launch profile")
 )

@@ -84,7 +84,7 @@ wasmtime-leg:
 	$(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./capsules/... ./cmd/...
 	cd abi-tests && $(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./...
 
-test: hygiene deps go-deps build purego verify-capsules vet unit abi-tests wasmtime-leg
+test: hygiene funclen deps go-deps build purego verify-capsules vet unit abi-tests wasmtime-leg
 	@echo ">> all checks passed"
 
 bench:

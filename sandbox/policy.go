@@ -92,9 +92,12 @@ func (e *WidensError) Unwrap() error { return ErrWidens }
 
 // LookupProfile returns the named profile, or an error wrapping
 // ErrUnknownProfile that lists the declared ones.
-func LookupProfile(profiles map[string]Profile, name string) (Profile, error) {
+// It is generic so that a backend's own profile type (oci.Profile) is
+// looked up the same way.
+func LookupProfile[P any](profiles map[string]P, name string) (P, error) {
+	var zero P
 	if name == "" {
-		return Profile{}, fmt.Errorf("%w: no profile named", ErrUnknownProfile)
+		return zero, fmt.Errorf("%w: no profile named", ErrUnknownProfile)
 	}
 	p, ok := profiles[name]
 	if !ok {
@@ -103,7 +106,7 @@ func LookupProfile(profiles map[string]Profile, name string) (Profile, error) {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		return Profile{}, fmt.Errorf("%w %q (declared: %s)", ErrUnknownProfile, name, strings.Join(names, ", "))
+		return zero, fmt.Errorf("%w %q (declared: %s)", ErrUnknownProfile, name, strings.Join(names, ", "))
 	}
 	return p, nil
 }

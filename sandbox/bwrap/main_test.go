@@ -4,14 +4,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/capsule-host/capsule-host/sandbox/reexec"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
-// TestMain lets this test binary be the local backend's exec helper, which
-// bwrap-wrapped processes with rlimits or v1 cgroup limits start through.
-func TestMain(m *testing.M) {
-	if reexec.Init() {
-		return
-	}
-	os.Exit(m.Run())
-}
+// TestMain lets this test binary become the backends' helpers (the local
+// exec helper, the OCI monitor) when they re-execute it.
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }

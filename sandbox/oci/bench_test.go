@@ -56,7 +56,7 @@ func BenchmarkStartToExit(b *testing.B) {
 	})
 	b.Run("runc-run", func(b *testing.B) {
 		prof := e.opts.Profiles["default"]
-		lim, _ := prof.Tighten(spec.Limits)
+		lim, _ := sandbox.CheckProfile(e.b.policy.Profiles, "default", spec.Limits, false)
 		bundle := filepath.Join(e.opts.Root, "bench-bundle")
 		os.MkdirAll(bundle, 0o700)
 		cfg, err := buildSpec(specInput{profile: prof, proc: spec, limits: lim, cgroup: "capsule-oci/bench", swap: e.b.swap})
@@ -92,7 +92,7 @@ func BenchmarkStartToExitRatio(b *testing.B) {
 	ctx := context.Background()
 	spec := e.spec("/bin/true")
 	prof := e.opts.Profiles["default"]
-	lim, _ := prof.Tighten(spec.Limits)
+	lim, _ := sandbox.CheckProfile(e.b.policy.Profiles, "default", spec.Limits, false)
 	bundle := filepath.Join(e.opts.Root, "bench-bundle")
 	os.MkdirAll(bundle, 0o700)
 	cfg, err := buildSpec(specInput{profile: prof, proc: spec, limits: lim, cgroup: "capsule-oci/bench", swap: e.b.swap})

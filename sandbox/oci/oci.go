@@ -69,6 +69,7 @@ type Backend struct {
 	root     string
 	bundles  string
 	profiles map[string]Profile
+	policy   sandbox.BackendPolicy // PolicyOf(profiles), computed once
 	runtimes map[string]string
 	rootless bool
 	swap     bool
@@ -129,13 +130,14 @@ func New(opts Options) (*Backend, error) {
 	}
 	b.rootless = os.Geteuid() != 0
 	b.swap = swapAccounted()
+	b.policy = PolicyOf(b.profiles)
 	return b, nil
 }
 
 // Name implements sandbox.Backend.
 func (b *Backend) Name() string { return b.name }
 
-// Profiles returns the validated profiles (for CheckManifest).
+// Profiles returns the validated profiles.
 func (b *Backend) Profiles() map[string]Profile { return b.profiles }
 
 var idPattern = regexp.MustCompile(`^[0-9a-f]{32}$`)
@@ -224,12 +226,11 @@ func (b *Backend) plan(spec sandbox.ProcessSpec) (*launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	if spec.Isolation.Network && prof.network() != NetworkHost {
-		return nil, fmt.Errorf("%w: profile %q has network %q; the spec asks for the network", ErrWidens, spec.Isolation.Profile, prof.network())
-	}
-	lim, err := prof.Tighten(spec.Limits)
+	// The same check the host made at manifest load (sandbox.CheckProfile
+	// over Policy), now for the spec's own request.
+	lim, err := sandbox.CheckProfile(b.policy.Profiles, spec.Isolation.Profile, spec.Limits, spec.Isolation.Network)
 	if err != nil {
-		return nil, fmt.Errorf("profile %q: %w", spec.Isolation.Profile, err)
+		return nil, err
 	}
 	if b.rootless {
 		// Rootless runc cannot create cgroups without a delegating

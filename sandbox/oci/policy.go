@@ -32,7 +32,7 @@ func PolicyOf(profiles map[string]Profile) sandbox.BackendPolicy {
 
 // Policy is PolicyOf the backend's validated profiles: exactly what Start
 // will enforce.
-func (b *Backend) Policy() sandbox.BackendPolicy { return PolicyOf(b.profiles) }
+func (b *Backend) Policy() sandbox.BackendPolicy { return b.policy }
 
 // hiddenPaths are the in-container paths this backend mounts over: the
 // workspace, the fresh /tmp, /dev, /proc and /sys, the operator's binds

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox"
 )
@@ -192,80 +191,13 @@ func (p Profile) Validate() error {
 	return nil
 }
 
-// Tighten returns the effective limits for a request under this profile:
-// a zero request field takes the profile's ceiling, a smaller one wins,
-// a larger one (or "unlimited" under a ceiling, which cannot be said with
-// zero) is refused with ErrWidens naming the field.
-func (p Profile) Tighten(req sandbox.Limits) (sandbox.Limits, error) {
-	out := req
-	pick := func(name string, want, ceiling int64) (int64, error) {
-		switch {
-		case want < 0:
-			return 0, fmt.Errorf("%w: %s %d is negative", ErrWidens, name, want)
-		case ceiling == 0:
-			return want, nil
-		case want == 0:
-			return ceiling, nil
-		case want > ceiling:
-			return 0, fmt.Errorf("%w: %s %d exceeds the profile's %d", ErrWidens, name, want, ceiling)
-		}
-		return want, nil
-	}
-	var err error
-	var v int64
-	if out.MemoryBytes, err = pick("memory", req.MemoryBytes, p.Limits.MemoryBytes); err != nil {
-		return sandbox.Limits{}, err
-	}
-	if v, err = pick("pids", int64(req.Pids), int64(p.Limits.Pids)); err != nil {
-		return sandbox.Limits{}, err
-	}
-	out.Pids = int(v)
-	if v, err = pick("open-files", int64(req.OpenFiles), int64(p.Limits.OpenFiles)); err != nil {
-		return sandbox.Limits{}, err
-	}
-	out.OpenFiles = int(v)
-	if v, err = pick("cpu-time", int64(req.CPUTime), int64(p.Limits.CPUTime)); err != nil {
-		return sandbox.Limits{}, err
-	}
-	out.CPUTime = time.Duration(v)
-	return out, nil
-}
-
-// CheckManifest is what the host calls when it loads a manifest that
-// selects the oci backend: the named profile must exist, and the
-// manifest's limits and network request must fit inside it. It returns the
-// effective limits. Refusals wrap ErrUnknownProfile or ErrWidens.
-func CheckManifest(profiles map[string]Profile, name string, want sandbox.Limits, network bool) (sandbox.Limits, error) {
-	p, err := Lookup(profiles, name)
-	if err != nil {
-		return sandbox.Limits{}, err
-	}
-	if network && p.network() != NetworkHost {
-		return sandbox.Limits{}, fmt.Errorf("%w: profile %q has network %q; the manifest asks for the network", ErrWidens, name, p.network())
-	}
-	lim, err := p.Tighten(want)
-	if err != nil {
-		return sandbox.Limits{}, fmt.Errorf("profile %q: %w", name, err)
-	}
-	return lim, nil
-}
-
 // Lookup returns the named profile or ErrUnknownProfile listing the
 // declared ones.
 func Lookup(profiles map[string]Profile, name string) (Profile, error) {
 	if name == "" {
 		return Profile{}, fmt.Errorf("%w: no profile named (the oci backend needs capabilities.profile)", ErrUnknownProfile)
 	}
-	p, ok := profiles[name]
-	if !ok {
-		names := make([]string, 0, len(profiles))
-		for n := range profiles {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		return Profile{}, fmt.Errorf("%w %q (declared: %s)", ErrUnknownProfile, name, strings.Join(names, ", "))
-	}
-	return p, nil
+	return sandbox.LookupProfile(profiles, name)
 }
 
 // checkPath refuses what must never reach a mount table or a runtime's

@@ -10,6 +10,9 @@ import (
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
+// The oci profiles, described as seam policy (PolicyOf), are checked by
+// the one limit check, sandbox.CheckProfile: the host's at load, Start's
+// at spawn.
 func TestCheckManifest(t *testing.T) {
 	rfs := t.TempDir()
 	profiles := map[string]Profile{
@@ -36,7 +39,7 @@ func TestCheckManifest(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := CheckManifest(profiles, tc.profile, tc.want, tc.network)
+			got, err := sandbox.CheckProfile(PolicyOf(profiles).Profiles, tc.profile, tc.want, tc.network)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("err %v, want %v", err, tc.err)
 			}

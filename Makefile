@@ -64,7 +64,7 @@ verify-capsules:
 
 unit:
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
-	$(GO) test -timeout $(TEST_TIMEOUT) $$($(GO) list ./capsules/... ./cmd/... | grep -v /capsules/internal/e2e)
+	$(GO) test -timeout $(TEST_TIMEOUT) $$($(GO) list ./capsules/... ./cmd/... ./internal/... | grep -v /capsules/internal/e2e)
 
 abi-tests:
 	cd abi-tests && $(GO) test -timeout $(TEST_TIMEOUT) ./...

@@ -17,7 +17,9 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 const idLen = 52
 
 // procKey is the keyed hash of an ID: the only form the registry indexes
-// by, so a memory dump of the map does not yield usable IDs.
+// by and logs (as short). A persistent record still holds its raw ID in
+// memory, because status, list and events answer with it; it is never
+// written to disk or to a log.
 type procKey [32]byte
 
 // newRawID draws 256 bits from the OS CSPRNG.

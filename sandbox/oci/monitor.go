@@ -27,7 +27,7 @@ import (
 // init is re-parented to the nearest child subreaper, and only that
 // process can learn its exit status. If the host were that subreaper, the
 // status would die with the host. The monitor is that subreaper instead:
-// it runs create and start, waits for the init, reads the OOM counter of
+// it runs `run --detach`, waits for the init, reads the OOM counter of
 // the container's memory cgroup, and writes exit.json atomically into the
 // container's state directory. Anyone (a fresh Backend value, a restarted
 // host) then reads the exit from disk. The monitor has its own session, so

@@ -1,0 +1,195 @@
+package keeper
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/capsule-host/capsule-host/sandbox"
+)
+
+// Log is the part of *sandbox.OutputLog the registry uses. Both an
+// OutputLog and a RemoteLog satisfy it with the same semantics, so the
+// integration step can define its seam as this interface.
+type Log interface {
+	ReadFrom(off int64, max int) (sandbox.Chunk, error)
+	Drain(max int) (sandbox.Chunk, error)
+	Ack(off int64)
+	Changed() <-chan struct{}
+	Closed() bool
+	Dropped() int64
+	End() int64
+	Retained() int64
+}
+
+var (
+	_ Log = (*sandbox.OutputLog)(nil)
+	_ Log = (*RemoteLog)(nil)
+)
+
+// entry is the keeper's record of one process: a live handle of the
+// embedded backend, or, after a keeper restart, what the exit record says.
+type entry struct {
+	id    string
+	dir   string
+	pid   int
+	label string
+	h     sandbox.Handle // nil when recovered from disk
+	grace time.Duration
+	// done is closed once exit is set and its record is on disk: a wait
+	// that returned implies the record survives the keeper.
+	done chan struct{}
+	exit Exit
+
+	mu    sync.Mutex
+	logs  [2]Log    // live: the handle's logs; recovered: opened on first use
+	spill [2]string // recovered: the recorded spill paths
+}
+
+func newID() string {
+	var r [16]byte
+	_, _ = rand.Read(r[:])
+	return hex.EncodeToString(r[:])
+}
+
+func validID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+func (e *entry) exited() bool {
+	select {
+	case <-e.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// log returns one of the process's output logs. A recovered process's
+// log comes from its spill file, read-only and closed; without one it is
+// an empty closed log (the bytes lived in a ring that died with a keeper).
+func (e *entry) log(s Stream) (Log, error) {
+	i, err := s.index()
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.logs[i] != nil {
+		return e.logs[i], nil
+	}
+	if p := e.spill[i]; p != "" && inside(e.dir, p) {
+		l, err := sandbox.OpenOutputLog(p)
+		if err == nil {
+			e.logs[i] = l
+			return l, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	l, err := emptyLog()
+	if err != nil {
+		return nil, err
+	}
+	e.logs[i] = l
+	return l, nil
+}
+
+// emptyLog is a closed log that never held a byte.
+func emptyLog() (*sandbox.OutputLog, error) {
+	l, err := sandbox.NewOutputLog(sandbox.OutputLogConfig{RingBytes: 1, Overflow: sandbox.DropOldest})
+	if err != nil {
+		return nil, err
+	}
+	l.CloseWrite()
+	return l, nil
+}
+
+func (e *entry) status() procInfo {
+	pi := procInfo{Ref: e.id, PID: e.pid, Label: e.label, Phase: sandbox.PhaseRunning.String()}
+	if e.exited() {
+		pi.Phase = sandbox.PhaseExited.String()
+		x := exitToWire(e.exit)
+		pi.Exit = &x
+	}
+	return pi
+}
+
+// recordExit waits for a live process to settle, writes its exit record
+// and then closes done. A record that cannot be written is logged; the
+// exit is still served from memory until the keeper ends.
+func (s *server) recordExit(e *entry) {
+	<-e.h.Done()
+	x, err := e.h.Wait(context.Background())
+	if err != nil {
+		s.logf("process %s: wait after done: %v", e.id, err)
+	}
+	e.exit = Exit{Exit: x, Reason: ReasonExited}
+	rec := exitRecord{Version: recordVer, Ref: e.id, PID: e.pid, Label: e.label, Exit: exitToWire(e.exit)}
+	rec.StdoutSpill, rec.StderrSpill = e.h.Stdout().SpillPath(), e.h.Stderr().SpillPath()
+	if err := writeRecord(e.dir, exitFile, rec, true); err != nil {
+		s.logf("process %s: %v", e.id, err)
+	}
+	close(e.done)
+}
+
+// recoverEntry rebuilds one process of an earlier keeper from its
+// directory. With an exit record it is served as is. Without one the
+// keeper that owned it died: what still runs of it is killed (its pipes
+// died with that keeper, so nobody could read it or write to it any
+// more), and a keeper-lost record is written.
+func (s *server) recoverEntry(id string) *entry {
+	d := filepath.Join(s.procs, id)
+	var rec exitRecord
+	err := readRecord(filepath.Join(d, exitFile), &rec)
+	if err != nil {
+		rec = s.lostRecord(id, d)
+		if err := writeRecord(d, exitFile, rec, true); err != nil {
+			s.logf("process %s: %v (served from memory)", id, err)
+		}
+	}
+	e := &entry{id: id, dir: d, pid: rec.PID, label: rec.Label, done: make(chan struct{}), exit: rec.Exit.exit()}
+	e.spill = [2]string{rec.StdoutSpill, rec.StderrSpill}
+	close(e.done)
+	return e
+}
+
+func (s *server) lostRecord(id, d string) exitRecord {
+	var pr procRecord
+	perr := readRecord(filepath.Join(d, procFile), &pr)
+	x := wireExit{Code: -1, At: time.Now(), Reason: ReasonKeeperLost}
+	if perr == nil && killOrphan(pr.PID, pr.StartTick) {
+		x.Code, x.Signal = 0, int(syscall.SIGKILL)
+	}
+	s.logf("process %s (pid %d): keeper lost, signal %d", id, pr.PID, x.Signal)
+	return exitRecord{Version: recordVer, Ref: id, PID: pr.PID, Label: pr.Label, Exit: x}
+}
+
+// recoverAll loads every process directory an earlier keeper left.
+func (s *server) recoverAll() error {
+	ents, err := os.ReadDir(s.procs)
+	if err != nil {
+		return fmt.Errorf("keeper recover: %w", err)
+	}
+	for _, de := range ents {
+		if !de.IsDir() || !validID(de.Name()) {
+			continue
+		}
+		e := s.recoverEntry(de.Name())
+		s.table[e.id] = e
+	}
+	return nil
+}

@@ -7,6 +7,7 @@ require (
 	github.com/bytecodealliance/wasmtime-go/v25 v25.0.0
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/tetratelabs/wazero v1.12.0
+	go.etcd.io/bbolt v1.5.0
 	golang.org/x/crypto v0.50.0
 	golang.org/x/sys v0.50.0
 )

@@ -100,7 +100,7 @@ func runValidate(e *env, o *opts, args []string) error {
 		}
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", filepath.Join(dir, manifest.FileName), err))
 	}
-	validateCapsule(e.ctx, dir, &rep, problem)
+	validateCapsule(e.ctx, dir, pinHint(args[0]), &rep, problem)
 	rep.OK = len(rep.Problems) == 0
 	if e.g.json {
 		if err := printJSON(e.stdout, rep); err != nil {
@@ -117,15 +117,19 @@ func runValidate(e *env, o *opts, args []string) error {
 
 // validateCapsule checks the capsule in dir as serve would load it,
 // reporting each problem; a problem that makes the next step meaningless
-// stops there.
-func validateCapsule(ctx context.Context, dir string, rep *validateReport, problem func(error)) {
+// stops there. hint is the fix for a pin absent, malformed or stale.
+func validateCapsule(ctx context.Context, dir, hint string, rep *validateReport, problem func(error)) {
 	m, err := manifest.Load(dir)
 	if err != nil {
+		var me *manifest.Error
+		if errors.As(err, &me) && me.Key == "capsule.sha256" {
+			err = &manifest.Error{File: me.File, Line: me.Line, Key: me.Key, Msg: me.Msg + "; " + hint}
+		}
 		problem(err)
 		return
 	}
 	rep.Capsule, rep.Version, rep.Module = m.Name, m.Version, m.Module
-	wasm, err := readPinned(m, rep, problem)
+	wasm, err := readPinned(m, hint, rep, problem)
 	if err != nil {
 		problem(err)
 		return
@@ -140,8 +144,8 @@ func validateCapsule(ctx context.Context, dir string, rep *validateReport, probl
 }
 
 // readPinned reads the module and reports (without stopping) a checksum
-// other than the manifest's pin.
-func readPinned(m *manifest.Manifest, rep *validateReport, problem func(error)) ([]byte, error) {
+// other than the manifest's pin, with hint, the command that fixes it.
+func readPinned(m *manifest.Manifest, hint string, rep *validateReport, problem func(error)) ([]byte, error) {
 	mp, err := m.ModulePath()
 	if err != nil {
 		return nil, err
@@ -153,7 +157,7 @@ func readPinned(m *manifest.Manifest, rep *validateReport, problem func(error)) 
 	sum := sha256.Sum256(wasm)
 	rep.SHA256 = hex.EncodeToString(sum[:])
 	if rep.SHA256 != m.SHA256 {
-		problem(m.Errorf("capsule.sha256", "the module's SHA-256 is %s; the manifest pins %s", rep.SHA256, m.SHA256))
+		problem(m.Errorf("capsule.sha256", "the module's SHA-256 is %s; the manifest pins %s; %s", rep.SHA256, m.SHA256, hint))
 	}
 	return wasm, nil
 }

@@ -117,6 +117,7 @@ type opts struct {
 	list      bool
 	stateDir  string
 	keep      bool
+	check     bool
 }
 
 var commands []*command
@@ -271,7 +272,7 @@ func printUsage(w io.Writer) {
 	}{
 		{"Daemon", []string{"serve"}},
 		{"Client (talk to the daemon)", []string{"call", "capsules", "tools", "ps", "inspect", "logs", "stop"}},
-		{"Local", []string{"demo", "validate", "wit", "version", "token"}},
+		{"Local", []string{"demo", "validate", "pin", "wit", "version", "token"}},
 	}
 	for _, gr := range groups {
 		fmt.Fprintf(tw, "  %s:\n", gr.title)

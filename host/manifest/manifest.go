@@ -135,21 +135,28 @@ func Load(dir string) (*Manifest, error) {
 // Parse validates the manifest text; file names it in errors and locates
 // the capsule directory.
 func Parse(file string, data []byte) (*Manifest, error) {
+	m, _, err := parse(file, data, false)
+	return m, err
+}
+
+// parse is Parse, also returning the decoded tree; unpinned relaxes the
+// pin alone (see ParseUnpinned).
+func parse(file string, data []byte, unpinned bool) (*Manifest, map[string]any, error) {
 	tree, lines, prob := stricttoml.DecodeTree(string(data))
 	if prob != nil {
 		if prob.Syntax {
 			// LastKey is the last key parsed, often not the faulty one:
 			// the position is what locates a syntax error.
-			return nil, &Error{File: file, Line: prob.Line, Msg: "TOML syntax: " + prob.Msg}
+			return nil, nil, &Error{File: file, Line: prob.Line, Msg: "TOML syntax: " + prob.Msg}
 		}
-		return nil, &Error{File: file, Line: prob.Line, Key: prob.Key, Msg: "TOML: " + prob.Msg}
+		return nil, nil, &Error{File: file, Line: prob.Line, Key: prob.Key, Msg: "TOML: " + prob.Msg}
 	}
-	p := &parser{file: file, lines: lines}
+	p := &parser{file: file, lines: lines, unpinned: unpinned}
 	m := &Manifest{File: file, Dir: filepath.Dir(file), lines: lines}
 	if err := p.manifest(tree, m); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return m, nil
+	return m, tree, nil
 }
 
 // Line returns the line of a dotted key ("limits.max_pids"), or of its
@@ -187,6 +194,8 @@ func within(dir, p string) bool {
 type parser struct {
 	file  string
 	lines stricttoml.Lines
+	// unpinned: [capsule] sha256 may be absent or any string.
+	unpinned bool
 }
 
 func (p *parser) errf(key, format string, args ...any) error {
@@ -373,8 +382,8 @@ func (p *parser) capsuleSchema(m *Manifest) map[string]field {
 			}
 			return nil
 		})},
-		"sha256": {true, p.str(&m.SHA256, func(key, s string) error {
-			if !sha256RE.MatchString(s) {
+		"sha256": {!p.unpinned, p.str(&m.SHA256, func(key, s string) error {
+			if !p.unpinned && !sha256RE.MatchString(s) {
 				return p.errf(key, "%q is not 64 lowercase hex digits", s)
 			}
 			return nil

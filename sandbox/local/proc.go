@@ -21,7 +21,7 @@ type proc struct {
 	ref   sandbox.Ref
 	spec  sandbox.ProcessSpec
 	pid   int
-	pidfd int            // -1 without pidfd support
+	pidfd *pidFD         // nil without pidfd support; reapRoot closes it under sigMu
 	group *cgroups.Group // nil without cgroups
 	// pooled: the group goes back to the pool after settling (pool.go);
 	// cpuBase is its CPU counter when this process got it.
@@ -81,7 +81,6 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 		b:         b,
 		ref:       sandbox.Ref{Backend: b.name, ID: newID(), Lifetime: sandbox.LifetimeHandle},
 		spec:      spec,
-		pidfd:     -1,
 		done:      make(chan struct{}),
 		pumpsDone: make(chan struct{}),
 		stopPumps: make(chan struct{}),

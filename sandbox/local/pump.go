@@ -54,15 +54,16 @@ func (p *proc) stopPumpsNow() {
 
 var pastDeadline = time.Unix(1, 0)
 
+// pump copies one stream until EOF or the drain bound. It holds no
+// buffer while the pipe is empty, which is most of a persistent
+// process's life: it waits for readability in the poller first, then
+// borrows a buffer for one batch (pooledBatch) and gives it back.
 func (p *proc) pump(r *os.File, l *sandbox.OutputLog) {
 	defer func() {
 		l.CloseWrite()
 		r.Close()
 		p.pumpDone()
 	}()
-	bp := pumpBufs.Get().(*[]byte)
-	defer pumpBufs.Put(bp)
-	buf := *bp
 	rc, err := r.SyscallConn()
 	if err != nil {
 		return
@@ -72,19 +73,42 @@ func (p *proc) pump(r *os.File, l *sandbox.OutputLog) {
 		if room == 0 {
 			break // stopped while full: the final sweep still counts the tail
 		}
-		n, err := readBatch(rc, buf[:min(int64(len(buf)), room)])
-		if n > 0 {
-			l.Write(buf[:n])
+		if waitReadable(rc) != nil {
+			break // the drain bound's deadline
 		}
-		if err != nil {
+		if pooledBatch(rc, l, room) != nil {
 			break
 		}
 	}
 	select {
 	case <-p.stopPumps:
-		finalSweep(rc, l, buf)
+		bp := pumpBufs.Get().(*[]byte)
+		finalSweep(rc, l, *bp)
+		pumpBufs.Put(bp)
 	default:
 	}
+}
+
+// waitReadable parks in the poller until the pipe holds data or its
+// writers are gone, honouring the read deadline, without reading. The
+// readiness asked is a level (poll(2), zero timeout), so an edge the
+// poller already delivered is never waited for again.
+func waitReadable(rc syscall.RawConn) error {
+	return rc.Read(func(fd uintptr) bool { return readableNow(int(fd)) })
+}
+
+// pooledBatch reads one batch (readBatch, at most room bytes) into a
+// borrowed buffer and writes it to the log. The log copies what it is
+// given, so the buffer goes straight back to the pool.
+func pooledBatch(rc syscall.RawConn, l *sandbox.OutputLog, room int64) error {
+	bp := pumpBufs.Get().(*[]byte)
+	defer pumpBufs.Put(bp)
+	buf := *bp
+	n, err := readBatch(rc, buf[:min(int64(len(buf)), room)])
+	if n > 0 {
+		l.Write(buf[:n])
+	}
+	return err
 }
 
 // finalSweep reads, without waiting, what the pipe still holds when the
@@ -149,8 +173,10 @@ func growPipe(f *os.File) {
 	}
 }
 
-// pumpBufs recycles pump buffers: a spawn should not allocate and zero
-// 256 KiB. 128 KiB reads keep the per-read overhead small in a flood.
+// pumpBufs holds the pump buffers, lent for one batch at a time: a
+// process that is quiet holds none, and a busy one reuses a buffer
+// instead of allocating and zeroing one. 128 KiB reads keep the per-read
+// overhead small in a flood.
 var pumpBufs = sync.Pool{New: func() any { b := make([]byte, 128<<10); return &b }}
 
 // pumpDone closes pumpsDone once both pumps returned.

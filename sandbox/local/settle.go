@@ -28,20 +28,17 @@ type siginfoChld struct {
 }
 
 // waitRoot blocks until the root exits; with nowait it stays a zombie.
+// It goes by PID, not pidfd: the root is our child and unreaped, so its
+// PID cannot have been reused, and the pidfd is non-blocking (a waitid on
+// it would return EAGAIN instead of waiting).
 func (p *proc) waitRoot(nowait bool, ru *unix.Rusage) (siginfoChld, error) {
 	var si siginfoChld
 	opts := unix.WEXITED
 	if nowait {
 		opts |= unix.WNOWAIT
 	}
-	idType, id := unix.P_PIDFD, p.pidfd
-	if p.pidfd < 0 {
-		// Without pidfd the root is still safe to wait by PID: it is our
-		// child and unreaped, so the PID cannot have been reused.
-		idType, id = unix.P_PID, p.pid
-	}
 	for {
-		err := unix.Waitid(idType, id, (*unix.Siginfo)(unsafe.Pointer(&si)), opts, ru)
+		err := unix.Waitid(unix.P_PID, p.pid, (*unix.Siginfo)(unsafe.Pointer(&si)), opts, ru)
 		if err == unix.EINTR {
 			continue
 		}
@@ -49,15 +46,16 @@ func (p *proc) waitRoot(nowait bool, ru *unix.Rusage) (siginfoChld, error) {
 	}
 }
 
-// reapRoot reaps the root (after which nothing may signal it).
+// reapRoot reaps the root (after which nothing may signal it) and closes
+// its pidfd, under sigMu so no signal is in flight.
 func (p *proc) reapRoot() (siginfoChld, unix.Rusage, error) {
 	var ru unix.Rusage
 	p.sigMu.Lock()
 	si, err := p.waitRoot(false, &ru)
 	p.reaped = true
-	if p.pidfd >= 0 {
-		unix.Close(p.pidfd)
-		p.pidfd = -1
+	if p.pidfd != nil {
+		p.pidfd.close()
+		p.pidfd = nil
 	}
 	p.sigMu.Unlock()
 	reaper.removeRoot(p.pid)
@@ -84,13 +82,16 @@ func (p *proc) run() {
 	p.recycleGroup()
 }
 
-// rootExit waits for the root to exit, leaving it a zombie. A blocking
-// waitid on its own thread. (Parking the pidfd in the netpoller was tried:
-// the pidfd can turn readable before waitid sees the zombie, and with
-// edge-triggered epoll the wake-up is then lost until something else
-// happens: +4 ms per process here.)
+// rootExit waits for the root to exit, leaving it a zombie, without an
+// OS thread: the settle goroutine parks on the pidfd in the runtime's
+// poller (pidFD.waitExit). An earlier try at that lost wake-ups (+4 ms
+// per process): the pidfd could turn readable before waitid listed the
+// zombie, and edge-triggered epoll gives no second edge. waitExit never
+// returns to the poller while the pidfd's level says readable; it retries
+// waitid on the goroutine instead. Without a pollable pidfd (or should
+// waitid lag past a bound) the wait is a blocking waitid on its own thread.
 func (p *proc) rootExit() sandbox.Exit {
-	si, err := p.waitRoot(true, nil)
+	si, err := p.awaitRoot()
 	exit := sandbox.Exit{At: time.Now()}
 	switch {
 	case err != nil:
@@ -102,6 +103,17 @@ func (p *proc) rootExit() sandbox.Exit {
 		exit.Signal = syscall.Signal(si.Status)
 	}
 	return exit
+}
+
+// awaitRoot is rootExit's wait: in the poller where it can be, else
+// blocking.
+func (p *proc) awaitRoot() (siginfoChld, error) {
+	if p.pidfd != nil {
+		if si, seen, err := p.pidfd.waitExit(); seen || err != nil {
+			return si, err
+		}
+	}
+	return p.waitRoot(true, nil)
 }
 
 // endTree kills what survives the root, reaps it, reads the accounting

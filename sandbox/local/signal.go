@@ -22,8 +22,8 @@ func (p *proc) signalTree(sig syscall.Signal) {
 		return
 	}
 	_ = unix.Kill(-p.pid, sig)
-	if p.pidfd >= 0 {
-		_ = unix.PidfdSendSignal(p.pidfd, sig, nil, 0)
+	if p.pidfd != nil {
+		p.pidfd.signal(sig)
 	}
 	if p.group != nil && p.group.Tracking() {
 		if sig == syscall.SIGKILL && p.group.V2Dir != "" {

@@ -255,7 +255,7 @@ func (p *proc) fork(s *spawn) error {
 	if err != nil {
 		return &sandbox.SpawnError{Argv0: s.argv[0], Cause: err}
 	}
-	p.pid, p.pidfd = pid, pidfd
+	p.pid, p.pidfd = pid, newPidFD(pidfd)
 	return nil
 }
 

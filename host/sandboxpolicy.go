@@ -3,7 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -112,8 +112,10 @@ func (h *Host) basePolicy(m *manifest.Manifest) registry.CapsulePolicy {
 }
 
 // execPolicy fills p.Exec: absolute entries as written (cleaned), bare
-// names looked up on the host's PATH, except on a backend whose commands
-// run inside a root, where a host lookup means nothing.
+// names looked up on the host's PATH (the registry's HostPath, the one
+// its exec check and the processes use, not the daemon's own), except on
+// a backend whose commands run inside a root, where a host lookup means
+// nothing.
 func (h *Host) execPolicy(m *manifest.Manifest, p *registry.CapsulePolicy) error {
 	caps := m.Capabilities
 	inRoot := h.cfg.Policies[caps.Backend].ExecInRoot
@@ -125,16 +127,28 @@ func (h *Host) execPolicy(m *manifest.Manifest, p *registry.CapsulePolicy) error
 		if inRoot {
 			return m.Errorf("capabilities.exec", "%q: with backend %q executables are paths inside the image and must be absolute", e, caps.Backend)
 		}
-		abs, err := exec.LookPath(e)
-		if err == nil {
-			abs, err = filepath.Abs(abs)
-		}
-		if err != nil {
-			return m.Errorf("capabilities.exec", "%q: not found in the host's PATH: %v", e, err)
+		abs, ok := lookPath(e, h.reg.HostPath())
+		if !ok {
+			return m.Errorf("capabilities.exec", "%q: not found in the host's PATH %s", e, h.reg.HostPath())
 		}
 		p.Exec = append(p.Exec, abs)
 	}
 	return nil
+}
+
+// lookPath finds name in the absolute directories of path: the first
+// regular file with an execute bit, as the registry's exec check looks.
+func lookPath(name, path string) (string, bool) {
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		c := filepath.Join(dir, name)
+		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return c, true
+		}
+	}
+	return "", false
 }
 
 // profileNames lists every launch profile this host knows, sorted: the

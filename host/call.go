@@ -61,8 +61,10 @@ func (h *Host) callContext(ctx context.Context, in *instance, c registry.Caller)
 //
 // The principal comes from ctx (WithPrincipal); without one the call runs
 // as the capsule's owner-fallback principal. The deadline is the sooner of
-// ctx's and Config.CallTimeout. Errors: ErrUnknownCapsule,
-// ErrUnknownTool, ErrInvalidPrincipal, *TimeoutError (ErrTimeout),
+// ctx's and Config.CallTimeout. The input must satisfy the tool's
+// declared JSON Schema before any guest code runs. Errors:
+// ErrUnknownCapsule, ErrUnknownTool, ErrInvalidPrincipal,
+// *InvalidInputError (ErrInvalidInput), *TimeoutError (ErrTimeout),
 // ErrCancelled, *TrapError (ErrTrap; the instance was discarded),
 // *ToolError (ErrToolFailed: the tool's own err result).
 func (h *Host) Call(ctx context.Context, capsule, tool, input string) (Result, error) {
@@ -76,6 +78,9 @@ func (h *Host) Call(ctx context.Context, capsule, tool, input string) (Result, e
 	if !c.tool(tool) {
 		return Result{}, fmt.Errorf("%w: capsule %q has no tool %q", ErrUnknownTool, capsule, tool)
 	}
+	if err := validateInput(capsule, tool, c.schemas[tool], input); err != nil {
+		return Result{}, err
+	}
 	caller, err := h.caller(ctx, capsule, tool)
 	if err != nil {
 		return Result{}, err
@@ -83,9 +88,16 @@ func (h *Host) Call(ctx context.Context, capsule, tool, input string) (Result, e
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
 	defer cancel()
+	checked := c
 	c, in, err := h.acquire(ctx, c, tool, start)
 	if err != nil {
 		return Result{}, err
+	}
+	if c != checked { // reloaded meanwhile: the new version's schema decides
+		if err := validateInput(capsule, tool, c.schemas[tool], input); err != nil {
+			c.pool.put(ctx, in, false)
+			return Result{}, err
+		}
 	}
 	cctx := h.callContext(ctx, in, caller)
 	out, toolErr, err := callTool(cctx, in.ei, tool, input)

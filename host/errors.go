@@ -50,8 +50,33 @@ func (e *ToolError) Error() string {
 
 func (e *ToolError) Unwrap() error { return ErrToolFailed }
 
+// InvalidInputError is tool input that the tool's declared JSON Schema
+// refuses (or that is not JSON at all, Rule "json"): nothing ran. Path is
+// the RFC 6901 JSON Pointer of the offending value ("": the whole input),
+// Rule the schema keyword that failed ("minimum", "required", "type",
+// "additionalProperties", ...), Detail the validator's words.
+type InvalidInputError struct {
+	Capsule, Tool string
+	Path, Rule    string
+	Detail        string
+}
+
+func (e *InvalidInputError) Error() string {
+	at := e.Path
+	if at == "" {
+		at = "(root)"
+	}
+	what := e.Rule + ": " + e.Detail
+	if strings.HasPrefix(e.Detail, e.Rule+":") { // the validator's words often name the rule already
+		what = e.Detail
+	}
+	return fmt.Sprintf("capsule %q tool %q: %v at %s: %s", e.Capsule, e.Tool, ErrInvalidInput, at, what)
+}
+
+func (e *InvalidInputError) Unwrap() error { return ErrInvalidInput }
+
 // TrapError is a call aborted by a trap (a wasm fault or a host-detected
-// ABI violation). The instance was discarded.
+// ABI violation). The instance was discarded; the pool makes a new one.
 type TrapError struct {
 	Capsule, Tool string
 	Instance      uint64

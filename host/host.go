@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/capsule-host/capsule-host/host/engine"
 	"github.com/capsule-host/capsule-host/host/manifest"
 	"github.com/capsule-host/capsule-host/registry"
@@ -235,10 +237,15 @@ type Capsule struct {
 	// SHA256 of the module, hex.
 	SHA256 string
 	tools  []ToolSpec
-	pool   *pool
-	mod    engine.Module
-	policy registry.CapsulePolicy
-	loaded time.Time
+	// schemas are the tools' compiled input schemas (absent: none
+	// declared), compiled once at load.
+	schemas map[string]*jsonschema.Schema
+	pool    *pool
+	mod     engine.Module
+	policy  registry.CapsulePolicy
+	loaded  time.Time
+	// memLimit is each instance's linear memory limit, bytes.
+	memLimit int64
 }
 
 // Name is the capsule's name.
@@ -370,7 +377,8 @@ func readModule(m *manifest.Manifest) ([]byte, string, error) {
 }
 
 // describe runs describe once on a fresh instance (which then seeds the
-// pool) and checks the tool names.
+// pool), checks the tool names and compiles their input schemas into
+// c.schemas.
 func (h *Host) describe(ctx context.Context, c *Capsule) ([]ToolSpec, error) {
 	in, err := c.pool.acquire(ctx)
 	if err != nil {
@@ -396,7 +404,12 @@ func (h *Host) describe(ctx context.Context, c *Capsule) ([]ToolSpec, error) {
 		}
 		seen[t.Name] = true
 	}
+	schemas, err := compileSchemas(c.Name(), tools)
 	c.pool.put(ctx, in, false)
+	if err != nil {
+		return nil, err
+	}
+	c.schemas = schemas
 	return tools, nil
 }
 

@@ -249,7 +249,9 @@ func classifyCall(err error) (int, string) {
 		return http.StatusNotFound, api.CodeNoSuchCapsule
 	case errors.Is(err, host.ErrUnknownTool):
 		return http.StatusNotFound, api.CodeNoSuchTool
-	case errors.Is(err, host.ErrInvalidPrincipal):
+	case errors.Is(err, host.ErrInvalidPrincipal), errors.Is(err, host.ErrInvalidInput):
+		// ErrInvalidInput: the input is not UTF-8 or breaks the tool's
+		// declared schema; the message names the path and the rule.
 		return http.StatusBadRequest, api.CodeInvalidRequest
 	case errors.Is(err, host.ErrTimeout):
 		return http.StatusGatewayTimeout, api.CodeTimeout

@@ -30,8 +30,11 @@ var (
 	ErrTimeout          = errors.New("tool call timed out")
 	ErrCancelled        = errors.New("tool call cancelled")
 	ErrTrap             = errors.New("guest trapped")
-	ErrToolFailed       = errors.New("tool returned an error")
-	ErrInstance         = errors.New("cannot create a guest instance")
+	// ErrMemoryLimit: a guest trapped with its linear memory at its limit
+	// (always with ErrTrap; see TrapError).
+	ErrMemoryLimit = errors.New("guest linear memory limit reached")
+	ErrToolFailed  = errors.New("tool returned an error")
+	ErrInstance    = errors.New("cannot create a guest instance")
 
 	// ErrClosed: the Host was closed.
 	ErrClosed = errors.New("host closed")
@@ -81,14 +84,26 @@ type TrapError struct {
 	Capsule, Tool string
 	Instance      uint64
 	Reason        string
-	trap          *engine.Trap
+	// MemoryBytes is the instance's linear memory when it trapped,
+	// MemoryLimit its limit (Config.GuestMemoryBytes or the manifest's
+	// pool.memory_bytes). When the memory was at the limit, the trap is
+	// blamed on it: Reason names the limit and errors.Is(err,
+	// ErrMemoryLimit) holds.
+	MemoryBytes, MemoryLimit int64
+	memoryLimit              bool
+	trap                     *engine.Trap
 }
 
 func (e *TrapError) Error() string {
 	return fmt.Sprintf("capsule %q tool %q: guest trapped on instance %d: %s", e.Capsule, e.Tool, e.Instance, e.Reason)
 }
 
-func (e *TrapError) Unwrap() []error { return []error{ErrTrap, e.trap} }
+func (e *TrapError) Unwrap() []error {
+	if e.memoryLimit {
+		return []error{ErrTrap, ErrMemoryLimit, e.trap}
+	}
+	return []error{ErrTrap, e.trap}
+}
 
 // TimeoutError is a call that reached its deadline, either while waiting
 // for a free instance (Waiting) or while the guest ran (it was interrupted

@@ -29,6 +29,9 @@ func (h *Host) policy(m *manifest.Manifest) (registry.CapsulePolicy, error) {
 	if err := h.checkCeilings(m); err != nil {
 		return fail(err)
 	}
+	if err := h.checkPoolMemory(m); err != nil {
+		return fail(err)
+	}
 	p := h.basePolicy(m)
 	if err := h.execPolicy(m, &p); err != nil {
 		return fail(err)
@@ -70,10 +73,35 @@ func (h *Host) checkCeilings(m *manifest.Manifest) error {
 		{"limits.max_cpu_ms", m.Limits.MaxCPU.Milliseconds(), l.CPUTime.Milliseconds()},
 		{"limits.max_pids", int64(m.Limits.MaxPids), int64(l.Pids)},
 		{"limits.max_open_files", int64(m.Limits.MaxOpenFiles), int64(l.OpenFiles)},
+		{"pool.memory_bytes", m.Pool.MemoryBytes, h.cfg.GuestMemoryBytes},
 	} {
 		if c.want > 0 && c.host > 0 && c.want > c.host {
 			return m.Errorf(c.key, "%d exceeds the host's ceiling %d (a manifest can only lower limits)", c.want, c.host)
 		}
+	}
+	return nil
+}
+
+// guestMemory is the linear memory limit of each of m's instances: the
+// manifest's pool.memory_bytes (checked not to raise the host's), else
+// the host's.
+func (h *Host) guestMemory(m *manifest.Manifest) int64 {
+	if m.Pool.MemoryBytes > 0 {
+		return m.Pool.MemoryBytes
+	}
+	return h.cfg.GuestMemoryBytes
+}
+
+// checkPoolMemory refuses a pool that could hold more guest memory than
+// the host grants one capsule: pool.max instances at the per-instance
+// limit. Refused, not clamped, like a raised limit: silently shrinking
+// pool.max would change the concurrency the capsule was written for, and
+// the operator could not tell from the manifest what it gets.
+func (h *Host) checkPoolMemory(m *manifest.Manifest) error {
+	per, ceil := h.guestMemory(m), h.cfg.CapsuleGuestMemoryBytes
+	if total := per * int64(m.Pool.Max); total > ceil {
+		return m.Errorf("pool.max", "%d instances × %d bytes of guest memory each = %d bytes exceeds the host's per-capsule guest memory ceiling of %d bytes (lower pool.max to at most %d or set a smaller pool.memory_bytes)",
+			m.Pool.Max, per, total, ceil, ceil/per)
 	}
 	return nil
 }

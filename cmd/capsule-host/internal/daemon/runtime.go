@@ -186,9 +186,11 @@ func openHost(ctx context.Context, cfg *config.Config, engine string, reg *regis
 			Pids:        cfg.Limits.Pids,
 			OpenFiles:   cfg.Limits.OpenFiles,
 		},
-		Backends:     backends,
-		Profiles:     cfg.ProfileNames(),
-		AllowNetwork: cfg.AllowNetwork,
+		Backends:                backends,
+		Profiles:                cfg.ProfileNames(),
+		AllowNetwork:            cfg.AllowNetwork,
+		GuestMemoryBytes:        cfg.Guests.MemoryBytes,
+		CapsuleGuestMemoryBytes: cfg.Guests.CapsuleMemoryBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the host: %w", err)

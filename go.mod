@@ -6,8 +6,10 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/bytecodealliance/wasmtime-go/v25 v25.0.0
 	github.com/opencontainers/runtime-spec v1.3.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/tetratelabs/wazero v1.12.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/crypto v0.50.0
 	golang.org/x/sys v0.50.0
+	golang.org/x/text v0.36.0
 )

@@ -61,8 +61,10 @@ func (h *Host) callContext(ctx context.Context, in *instance, c registry.Caller)
 //
 // The principal comes from ctx (WithPrincipal); without one the call runs
 // as the capsule's owner-fallback principal. The deadline is the sooner of
-// ctx's and Config.CallTimeout. Errors: ErrUnknownCapsule,
-// ErrUnknownTool, ErrInvalidPrincipal, *TimeoutError (ErrTimeout),
+// ctx's and Config.CallTimeout. The input must satisfy the tool's
+// declared JSON Schema before any guest code runs. Errors:
+// ErrUnknownCapsule, ErrUnknownTool, ErrInvalidPrincipal,
+// *InvalidInputError (ErrInvalidInput), *TimeoutError (ErrTimeout),
 // ErrCancelled, *TrapError (ErrTrap; the instance was discarded),
 // *ToolError (ErrToolFailed: the tool's own err result).
 func (h *Host) Call(ctx context.Context, capsule, tool, input string) (Result, error) {
@@ -76,6 +78,9 @@ func (h *Host) Call(ctx context.Context, capsule, tool, input string) (Result, e
 	if !c.tool(tool) {
 		return Result{}, fmt.Errorf("%w: capsule %q has no tool %q", ErrUnknownTool, capsule, tool)
 	}
+	if err := validateInput(capsule, tool, c.schemas[tool], input); err != nil {
+		return Result{}, err
+	}
 	caller, err := h.caller(ctx, capsule, tool)
 	if err != nil {
 		return Result{}, err
@@ -83,17 +88,26 @@ func (h *Host) Call(ctx context.Context, capsule, tool, input string) (Result, e
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
 	defer cancel()
+	checked := c
 	c, in, err := h.acquire(ctx, c, tool, start)
 	if err != nil {
 		return Result{}, err
+	}
+	if c != checked { // reloaded meanwhile: the new version's schema decides
+		if err := validateInput(capsule, tool, c.schemas[tool], input); err != nil {
+			c.pool.put(ctx, in, false)
+			return Result{}, err
+		}
 	}
 	cctx := h.callContext(ctx, in, caller)
 	out, toolErr, err := callTool(cctx, in.ei, tool, input)
 	if err != nil {
 		// Whatever went wrong, the instance's state is suspect (an
-		// interrupted guest is even closed by the engine): discard it.
+		// interrupted guest is even closed by the engine): discard it,
+		// once its memory use is noted (a closed instance has none).
+		mem := memUse{used: int64(in.ei.Memory().Size()), limit: c.memLimit}
 		c.pool.put(cctx, in, true)
-		return Result{}, h.callFailed(ctx, capsule, tool, in.id, start, err)
+		return Result{}, h.callFailed(ctx, capsule, tool, in.id, start, mem, err)
 	}
 	c.pool.put(cctx, in, false)
 	if toolErr != nil {
@@ -151,10 +165,27 @@ func (h *Host) acquire(ctx context.Context, c *Capsule, tool string, start time.
 	return nil, nil, fmt.Errorf("%w: capsule %q tool %q: %w", ErrInstance, capsule, tool, err)
 }
 
+// memUse is an instance's linear memory at the end of a failed call and
+// its limit, bytes.
+type memUse struct{ used, limit int64 }
+
+// memorySlack is how close to its limit a trapped instance's memory must
+// be for the trap to be blamed on the limit: the engines refuse a
+// memory.grow with -1 (the wasm rule) and say nothing, so the host can
+// only see that the guest trapped with (nearly) all its memory in use. A
+// Go guest grows its heap in 4 MiB arenas, so one refused growth leaves
+// it up to that far below the limit.
+const memorySlack = 4 << 20
+
+// atLimit: less than memorySlack (or an eighth of a small limit) was left.
+func (m memUse) atLimit() bool {
+	return m.used > 0 && m.limit-m.used < min(memorySlack, m.limit/8)
+}
+
 // callFailed classifies a failed call (the instance already discarded):
 // a timeout, a cancellation, a trap, an ABI violation (a trap too), or
 // anything else, logged.
-func (h *Host) callFailed(ctx context.Context, capsule, tool string, id uint64, start time.Time, err error) error {
+func (h *Host) callFailed(ctx context.Context, capsule, tool string, id uint64, start time.Time, mem memUse, err error) error {
 	var trap *engine.Trap
 	switch {
 	case errors.Is(err, engine.ErrInterrupted) && errors.Is(err, context.DeadlineExceeded),
@@ -164,8 +195,13 @@ func (h *Host) callFailed(ctx context.Context, capsule, tool string, id uint64, 
 	case errors.Is(err, engine.ErrInterrupted), errors.Is(ctx.Err(), context.Canceled):
 		return fmt.Errorf("%w: capsule %q tool %q: %w", ErrCancelled, capsule, tool, context.Canceled)
 	case errors.As(err, &trap):
-		h.log.Warn("guest trapped; instance discarded", "capsule", capsule, "tool", tool, "instance", id, "reason", trap.Reason)
-		return &TrapError{Capsule: capsule, Tool: tool, Instance: id, Reason: trap.Reason, trap: trap}
+		te := &TrapError{Capsule: capsule, Tool: tool, Instance: id, Reason: trap.Reason, trap: trap,
+			MemoryBytes: mem.used, MemoryLimit: mem.limit, memoryLimit: mem.atLimit()}
+		if te.memoryLimit {
+			te.Reason = fmt.Sprintf("linear memory limit of %d bytes reached (%d in use): %s", mem.limit, mem.used, trap.Reason)
+		}
+		h.log.Warn("guest trapped; instance discarded", "capsule", capsule, "tool", tool, "instance", id, "reason", te.Reason, "memory", mem.used)
+		return te
 	case errors.Is(err, toolpkg.ErrBadResult):
 		// The Canonical ABI traps on a malformed result; so do we.
 		h.log.Warn("guest broke the ABI; instance discarded", "capsule", capsule, "tool", tool, "instance", id, "err", err)

@@ -30,8 +30,11 @@ var (
 	ErrTimeout          = errors.New("tool call timed out")
 	ErrCancelled        = errors.New("tool call cancelled")
 	ErrTrap             = errors.New("guest trapped")
-	ErrToolFailed       = errors.New("tool returned an error")
-	ErrInstance         = errors.New("cannot create a guest instance")
+	// ErrMemoryLimit: a guest trapped with its linear memory at its limit
+	// (always with ErrTrap; see TrapError).
+	ErrMemoryLimit = errors.New("guest linear memory limit reached")
+	ErrToolFailed  = errors.New("tool returned an error")
+	ErrInstance    = errors.New("cannot create a guest instance")
 
 	// ErrClosed: the Host was closed.
 	ErrClosed = errors.New("host closed")
@@ -50,20 +53,57 @@ func (e *ToolError) Error() string {
 
 func (e *ToolError) Unwrap() error { return ErrToolFailed }
 
+// InvalidInputError is tool input that the tool's declared JSON Schema
+// refuses (or that is not JSON at all, Rule "json"): nothing ran. Path is
+// the RFC 6901 JSON Pointer of the offending value ("": the whole input),
+// Rule the schema keyword that failed ("minimum", "required", "type",
+// "additionalProperties", ...), Detail the validator's words.
+type InvalidInputError struct {
+	Capsule, Tool string
+	Path, Rule    string
+	Detail        string
+}
+
+func (e *InvalidInputError) Error() string {
+	at := e.Path
+	if at == "" {
+		at = "(root)"
+	}
+	what := e.Rule + ": " + e.Detail
+	if strings.HasPrefix(e.Detail, e.Rule+":") { // the validator's words often name the rule already
+		what = e.Detail
+	}
+	return fmt.Sprintf("capsule %q tool %q: %v at %s: %s", e.Capsule, e.Tool, ErrInvalidInput, at, what)
+}
+
+func (e *InvalidInputError) Unwrap() error { return ErrInvalidInput }
+
 // TrapError is a call aborted by a trap (a wasm fault or a host-detected
-// ABI violation). The instance was discarded.
+// ABI violation). The instance was discarded; the pool makes a new one.
 type TrapError struct {
 	Capsule, Tool string
 	Instance      uint64
 	Reason        string
-	trap          *engine.Trap
+	// MemoryBytes is the instance's linear memory when it trapped,
+	// MemoryLimit its limit (Config.GuestMemoryBytes or the manifest's
+	// pool.memory_bytes). When the memory was at the limit, the trap is
+	// blamed on it: Reason names the limit and errors.Is(err,
+	// ErrMemoryLimit) holds.
+	MemoryBytes, MemoryLimit int64
+	memoryLimit              bool
+	trap                     *engine.Trap
 }
 
 func (e *TrapError) Error() string {
 	return fmt.Sprintf("capsule %q tool %q: guest trapped on instance %d: %s", e.Capsule, e.Tool, e.Instance, e.Reason)
 }
 
-func (e *TrapError) Unwrap() []error { return []error{ErrTrap, e.trap} }
+func (e *TrapError) Unwrap() []error {
+	if e.memoryLimit {
+		return []error{ErrTrap, ErrMemoryLimit, e.trap}
+	}
+	return []error{ErrTrap, e.trap}
+}
 
 // TimeoutError is a call that reached its deadline, either while waiting
 // for a free instance (Waiting) or while the guest ran (it was interrupted

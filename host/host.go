@@ -22,6 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/capsule-host/capsule-host/host/engine"
 	"github.com/capsule-host/capsule-host/host/manifest"
 	"github.com/capsule-host/capsule-host/registry"
@@ -79,8 +81,16 @@ type Config struct {
 	// CacheDir holds compiled modules across runs (default
 	// StateDir/cache/<engine>).
 	CacheDir string
-	// MemoryLimitPages caps each instance's linear memory (0: 65536 pages).
-	MemoryLimitPages uint32
+	// GuestMemoryBytes caps each instance's linear memory (default
+	// DefaultGuestMemoryBytes; a multiple of the 64 KiB wasm page, at most
+	// MaxGuestMemoryBytes). A manifest's pool.memory_bytes may only lower
+	// it. A memory.grow past the limit fails (-1 to the guest); a guest
+	// that then traps gets a *TrapError matching ErrMemoryLimit.
+	GuestMemoryBytes int64
+	// CapsuleGuestMemoryBytes bounds one capsule's whole pool: pool.max
+	// times its per-instance limit may not exceed it, or the manifest is
+	// refused at load (default DefaultCapsuleGuestMemoryBytes).
+	CapsuleGuestMemoryBytes int64
 }
 
 // Defaults.
@@ -90,6 +100,19 @@ const (
 	maxModuleBytes = 256 << 20
 	// resetTimeout bounds dropping an instance's handles after a call.
 	resetTimeout = 10 * time.Second
+
+	// DefaultGuestMemoryBytes is the default linear memory ceiling of one
+	// instance: ample for a Go guest (a few MB), far below the 4 GiB a
+	// wasm32 memory may otherwise grow to.
+	DefaultGuestMemoryBytes = 256 << 20
+	// DefaultCapsuleGuestMemoryBytes is the default ceiling of a pool:
+	// the default pool.max (8) instances at the default limit.
+	DefaultCapsuleGuestMemoryBytes = 2 << 30
+	// MaxGuestMemoryBytes is the largest per-instance limit: 65535 pages
+	// (the seam reports a memory's size in 32 bits, so 4 GiB itself would
+	// read as 0).
+	MaxGuestMemoryBytes = 4<<30 - wasmPage
+	wasmPage            = 64 << 10
 )
 
 // EngineCtor builds an engine; each engine package has one (New).
@@ -197,6 +220,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if q.MaxEntries <= 0 {
 		q.MaxEntries = 256
 	}
+	if err := guestMemoryDefaults(&cfg); err != nil {
+		return nil, err
+	}
 	ctor, err := lookupEngine(cfg.Engine)
 	if err != nil {
 		return nil, err
@@ -209,7 +235,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("host: module cache: %w", err)
 	}
 	funcs := hostFuncs(cfg.Registry)
-	eng, err := ctor(ctx, engine.EngineConfig{CacheDir: cacheDir, MemoryLimitPages: cfg.MemoryLimitPages}, funcs)
+	eng, err := ctor(ctx, engine.EngineConfig{CacheDir: cacheDir, MemoryLimitPages: uint32(cfg.GuestMemoryBytes / wasmPage)}, funcs)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrEngine, cfg.Engine, err)
 	}
@@ -221,6 +247,23 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		served:   newServed(funcs, servedModules()),
 		capsules: map[string]*Capsule{},
 	}, nil
+}
+
+// guestMemoryDefaults fills and checks the guest memory ceilings.
+func guestMemoryDefaults(cfg *Config) error {
+	if cfg.GuestMemoryBytes == 0 {
+		cfg.GuestMemoryBytes = DefaultGuestMemoryBytes
+	}
+	if cfg.CapsuleGuestMemoryBytes == 0 {
+		cfg.CapsuleGuestMemoryBytes = DefaultCapsuleGuestMemoryBytes
+	}
+	if g := cfg.GuestMemoryBytes; g < wasmPage || g > MaxGuestMemoryBytes || g%wasmPage != 0 {
+		return fmt.Errorf("host: Config.GuestMemoryBytes %d is not a multiple of %d in [%d, %d]", g, wasmPage, wasmPage, MaxGuestMemoryBytes)
+	}
+	if cfg.CapsuleGuestMemoryBytes < cfg.GuestMemoryBytes {
+		return fmt.Errorf("host: Config.CapsuleGuestMemoryBytes %d is below GuestMemoryBytes %d: no pool could hold one instance", cfg.CapsuleGuestMemoryBytes, cfg.GuestMemoryBytes)
+	}
+	return nil
 }
 
 // EngineName is the engine this host runs.
@@ -235,10 +278,15 @@ type Capsule struct {
 	// SHA256 of the module, hex.
 	SHA256 string
 	tools  []ToolSpec
-	pool   *pool
-	mod    engine.Module
-	policy registry.CapsulePolicy
-	loaded time.Time
+	// schemas are the tools' compiled input schemas (absent: none
+	// declared), compiled once at load.
+	schemas map[string]*jsonschema.Schema
+	pool    *pool
+	mod     engine.Module
+	policy  registry.CapsulePolicy
+	loaded  time.Time
+	// memLimit is each instance's linear memory limit, bytes.
+	memLimit int64
 }
 
 // Name is the capsule's name.
@@ -294,7 +342,7 @@ func (h *Host) Load(ctx context.Context, dir string) (*Capsule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("capsule %q: %s: %w", m.Name, m.Module, err)
 	}
-	c := &Capsule{Manifest: m, SHA256: sum, mod: mod, policy: policy, loaded: time.Now()}
+	c := &Capsule{Manifest: m, SHA256: sum, mod: mod, policy: policy, loaded: time.Now(), memLimit: h.guestMemory(m)}
 	fail := func(err error) (*Capsule, error) {
 		_ = mod.Close(ctx)
 		return nil, err
@@ -370,7 +418,8 @@ func readModule(m *manifest.Manifest) ([]byte, string, error) {
 }
 
 // describe runs describe once on a fresh instance (which then seeds the
-// pool) and checks the tool names.
+// pool), checks the tool names and compiles their input schemas into
+// c.schemas.
 func (h *Host) describe(ctx context.Context, c *Capsule) ([]ToolSpec, error) {
 	in, err := c.pool.acquire(ctx)
 	if err != nil {
@@ -396,7 +445,12 @@ func (h *Host) describe(ctx context.Context, c *Capsule) ([]ToolSpec, error) {
 		}
 		seen[t.Name] = true
 	}
+	schemas, err := compileSchemas(c.Name(), tools)
 	c.pool.put(ctx, in, false)
+	if err != nil {
+		return nil, err
+	}
+	c.schemas = schemas
 	return tools, nil
 }
 

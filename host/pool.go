@@ -94,7 +94,8 @@ func (p *pool) newInstance(ctx context.Context) (*instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.h.cfg.InstantiateTimeout)
 	defer cancel()
 	ictx := p.h.callContext(ctx, in, registry.Caller{Capsule: p.c.Name(), Principal: p.h.cfg.OwnerPrincipal(p.c.Name()), Fallback: true})
-	ei, err := p.c.mod.Instantiate(ictx, engine.InstanceConfig{Name: name, Stdout: in.stdout, Stderr: in.stderr})
+	ei, err := p.c.mod.Instantiate(ictx, engine.InstanceConfig{Name: name, Stdout: in.stdout, Stderr: in.stderr,
+		MemoryLimitPages: uint32(p.c.memLimit / wasmPage)})
 	if err != nil {
 		_ = in.proc.Reset(context.WithoutCancel(ictx))
 		return nil, err

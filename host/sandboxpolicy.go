@@ -3,7 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -27,6 +27,9 @@ func (h *Host) policy(m *manifest.Manifest) (registry.CapsulePolicy, error) {
 		return fail(err)
 	}
 	if err := h.checkCeilings(m); err != nil {
+		return fail(err)
+	}
+	if err := h.checkPoolMemory(m); err != nil {
 		return fail(err)
 	}
 	p := h.basePolicy(m)
@@ -70,10 +73,35 @@ func (h *Host) checkCeilings(m *manifest.Manifest) error {
 		{"limits.max_cpu_ms", m.Limits.MaxCPU.Milliseconds(), l.CPUTime.Milliseconds()},
 		{"limits.max_pids", int64(m.Limits.MaxPids), int64(l.Pids)},
 		{"limits.max_open_files", int64(m.Limits.MaxOpenFiles), int64(l.OpenFiles)},
+		{"pool.memory_bytes", m.Pool.MemoryBytes, h.cfg.GuestMemoryBytes},
 	} {
 		if c.want > 0 && c.host > 0 && c.want > c.host {
 			return m.Errorf(c.key, "%d exceeds the host's ceiling %d (a manifest can only lower limits)", c.want, c.host)
 		}
+	}
+	return nil
+}
+
+// guestMemory is the linear memory limit of each of m's instances: the
+// manifest's pool.memory_bytes (checked not to raise the host's), else
+// the host's.
+func (h *Host) guestMemory(m *manifest.Manifest) int64 {
+	if m.Pool.MemoryBytes > 0 {
+		return m.Pool.MemoryBytes
+	}
+	return h.cfg.GuestMemoryBytes
+}
+
+// checkPoolMemory refuses a pool that could hold more guest memory than
+// the host grants one capsule: pool.max instances at the per-instance
+// limit. Refused, not clamped, like a raised limit: silently shrinking
+// pool.max would change the concurrency the capsule was written for, and
+// the operator could not tell from the manifest what it gets.
+func (h *Host) checkPoolMemory(m *manifest.Manifest) error {
+	per, ceil := h.guestMemory(m), h.cfg.CapsuleGuestMemoryBytes
+	if total := per * int64(m.Pool.Max); total > ceil {
+		return m.Errorf("pool.max", "%d instances × %d bytes of guest memory each = %d bytes exceeds the host's per-capsule guest memory ceiling of %d bytes (lower pool.max to at most %d or set a smaller pool.memory_bytes)",
+			m.Pool.Max, per, total, ceil, ceil/per)
 	}
 	return nil
 }
@@ -112,8 +140,10 @@ func (h *Host) basePolicy(m *manifest.Manifest) registry.CapsulePolicy {
 }
 
 // execPolicy fills p.Exec: absolute entries as written (cleaned), bare
-// names looked up on the host's PATH, except on a backend whose commands
-// run inside a root, where a host lookup means nothing.
+// names looked up on the host's PATH (the registry's HostPath, the one
+// its exec check and the processes use, not the daemon's own), except on
+// a backend whose commands run inside a root, where a host lookup means
+// nothing.
 func (h *Host) execPolicy(m *manifest.Manifest, p *registry.CapsulePolicy) error {
 	caps := m.Capabilities
 	inRoot := h.cfg.Policies[caps.Backend].ExecInRoot
@@ -125,16 +155,28 @@ func (h *Host) execPolicy(m *manifest.Manifest, p *registry.CapsulePolicy) error
 		if inRoot {
 			return m.Errorf("capabilities.exec", "%q: with backend %q executables are paths inside the image and must be absolute", e, caps.Backend)
 		}
-		abs, err := exec.LookPath(e)
-		if err == nil {
-			abs, err = filepath.Abs(abs)
-		}
-		if err != nil {
-			return m.Errorf("capabilities.exec", "%q: not found in the host's PATH: %v", e, err)
+		abs, ok := lookPath(e, h.reg.HostPath())
+		if !ok {
+			return m.Errorf("capabilities.exec", "%q: not found in the host's PATH %s", e, h.reg.HostPath())
 		}
 		p.Exec = append(p.Exec, abs)
 	}
 	return nil
+}
+
+// lookPath finds name in the absolute directories of path: the first
+// regular file with an execute bit, as the registry's exec check looks.
+func lookPath(name, path string) (string, bool) {
+	for _, dir := range filepath.SplitList(path) {
+		if !filepath.IsAbs(dir) {
+			continue
+		}
+		c := filepath.Join(dir, name)
+		if fi, err := os.Stat(c); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return c, true
+		}
+	}
+	return "", false
 }
 
 // profileNames lists every launch profile this host knows, sorted: the

@@ -87,6 +87,15 @@ func (r *Registry) Policies() map[string]sandbox.BackendPolicy {
 	return out
 }
 
+// DefaultPath is the PATH of the exec check when Config.HostEnv has none.
+const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// HostPath is the PATH bare commands are looked up on, by the exec check
+// and by the processes themselves: Config.HostEnv's (the host sets it; a
+// guest's PATH is refused, see sandbox.BuildEnv), else DefaultPath. The
+// host resolves a manifest's bare exec entries on the same PATH.
+func (r *Registry) HostPath() string { return envPath(r.cfg.HostEnv) }
+
 func fillInt(p *int, d int) {
 	if *p <= 0 {
 		*p = d

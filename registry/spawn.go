@@ -164,9 +164,10 @@ func checkRequest(req SpawnRequest) error {
 }
 
 // envPath is the PATH a bare command is looked up on: the process's own,
-// else a conventional one.
+// which only the host sets (Config.HostEnv; sandbox.BuildEnv refuses a
+// caller's), else DefaultPath.
 func envPath(env []string) string {
-	path := "/usr/local/bin:/usr/bin:/bin"
+	path := DefaultPath
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
 			path = v

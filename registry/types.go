@@ -22,7 +22,10 @@ type Config struct {
 	Policies map[string]sandbox.BackendPolicy
 	// HostEnv is the host environment a process's environment starts
 	// from (its allowlisted entries: PATH, LANG, ...; see
-	// sandbox.BuildEnv). The daemon passes os.Environ(); nil: none.
+	// sandbox.BuildEnv). Its PATH is the only one a process gets and the
+	// one the exec check looks bare names up on (HostPath): a guest
+	// cannot set PATH. The daemon passes os.Environ() with PATH replaced by
+	// the configured one; nil: none.
 	HostEnv []string
 	// StateDir holds spill files (a private subdirectory per process).
 	StateDir string

@@ -15,11 +15,11 @@ import (
 
 func TestBuildEnv(t *testing.T) {
 	host := []string{"PATH=/usr/bin", "HOME=/root", "AWS_SECRET_ACCESS_KEY=leak", "LC_ALL=C", "LD_PRELOAD=/evil.so", "TERM=xterm", "GITHUB_TOKEN=leak", "TZ=UTC", "LANG=C.UTF-8", "SSH_AUTH_SOCK=/tmp/x"}
-	got, err := BuildEnv(host, []string{"FOO=bar", "PATH=/opt/bin", "EMPTY="})
+	got, err := BuildEnv(host, []string{"FOO=bar", "HOME=/home/x", "EMPTY="})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"PATH=/opt/bin", "HOME=/root", "LC_ALL=C", "TERM=xterm", "TZ=UTC", "LANG=C.UTF-8", "FOO=bar", "EMPTY="}
+	want := []string{"PATH=/usr/bin", "HOME=/home/x", "LC_ALL=C", "TERM=xterm", "TZ=UTC", "LANG=C.UTF-8", "FOO=bar", "EMPTY="}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("BuildEnv = %q\nwant %q", got, want)
 	}
@@ -54,6 +54,27 @@ func TestBuildEnvRejects(t *testing.T) {
 		{[]string{"GLIBC_TUNABLES=glibc.malloc.check=3"}, "GLIBC_TUNABLES"},
 		{[]string{"LOCPATH=/x"}, "LOCPATH"},
 		{[]string{"HOSTALIASES=/x"}, "HOSTALIASES"},
+		{[]string{"PATH=/workspace/bin:/usr/bin"}, "PATH"},
+		{[]string{"SHELLOPTS=xtrace"}, "SHELLOPTS"},
+		{[]string{"BASHOPTS=extdebug"}, "BASHOPTS"},
+		{[]string{"PS4=$(touch /tmp/pwned)"}, "PS4"},
+		{[]string{"PROMPT_COMMAND=id"}, "PROMPT_COMMAND"},
+		{[]string{"IFS=/"}, "IFS"},
+		{[]string{"CDPATH=/etc"}, "CDPATH"},
+		{[]string{"GLOBIGNORE=*"}, "GLOBIGNORE"},
+		{[]string{"PERL5LIB=/x"}, "PERL5LIB"},
+		{[]string{"PYTHONSTARTUP=/x.py"}, "PYTHONSTARTUP"},
+		{[]string{"GIT_EXEC_PATH=/x"}, "GIT_EXEC_PATH"},
+		{[]string{"GIT_SSH=/x"}, "GIT_SSH"},
+		{[]string{"GIT_SSH_COMMAND=/x"}, "GIT_SSH_COMMAND"},
+		{[]string{"GIT_CONFIG=/x"}, "GIT_CONFIG"},
+		{[]string{"GIT_CONFIG_GLOBAL=/x"}, "GIT_CONFIG_GLOBAL"},
+		{[]string{"GIT_CONFIG_COUNT=1"}, "GIT_CONFIG_COUNT"},
+		{[]string{"GIT_CONFIG_KEY_0=core.sshCommand"}, "GIT_CONFIG_KEY_0"},
+		{[]string{"GIT_CONFIG_PARAMETERS='core.pager=id'"}, "GIT_CONFIG_PARAMETERS"},
+		{[]string{"GIT_ASKPASS=/x"}, "GIT_ASKPASS"},
+		{[]string{"GIT_EDITOR=/x"}, "GIT_EDITOR"},
+		{[]string{"GIT_PAGER=/x"}, "GIT_PAGER"},
 		{[]string{"1BAD=x"}, "1BAD"},
 		{[]string{"BAD-KEY=x"}, "BAD-KEY"},
 		{[]string{"=x"}, "empty"},
@@ -70,6 +91,26 @@ func TestBuildEnvRejects(t *testing.T) {
 	}
 	if _, err := BuildEnv(nil, []string{"BIG=" + strings.Repeat("x", 64<<10)}); err != nil {
 		t.Errorf("64 KiB value refused: %v", err)
+	}
+	// Variables a program may legitimately take from its caller stay.
+	if _, err := BuildEnv(nil, []string{"EDITOR=vi", "VISUAL=vi", "PAGER=cat", "GIT_AUTHOR_NAME=a", "PYTHONUNBUFFERED=1"}); err != nil {
+		t.Errorf("ordinary variables refused: %v", err)
+	}
+}
+
+// A refusal is an *EnvError naming the variable; PATH is the host's.
+func TestBuildEnvRefusalNamesKey(t *testing.T) {
+	for _, key := range []string{"PATH", "SHELLOPTS", "PS4", "BASH_ENV", "GIT_CONFIG_VALUE_3"} {
+		_, err := BuildEnv([]string{"PATH=/usr/bin:/bin"}, []string{key + "=x"})
+		var ee *EnvError
+		if !errors.As(err, &ee) || ee.Key != key || !errors.Is(err, ErrInvalidEnv) {
+			t.Errorf("%s: %v; want an *EnvError for %s", key, err, key)
+		}
+	}
+	// The host's own PATH is kept: only a caller cannot set it.
+	got, err := BuildEnv([]string{"PATH=/usr/bin:/bin"}, nil)
+	if err != nil || !reflect.DeepEqual(got, []string{"PATH=/usr/bin:/bin"}) {
+		t.Errorf("host PATH: %q %v", got, err)
 	}
 }
 

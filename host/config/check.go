@@ -108,6 +108,29 @@ func (ck *checker) limits(c *Config) error {
 	if c.Processes.SpillBytes < 0 {
 		return ck.fail("processes.spill_bytes", "must not be negative")
 	}
+	if c.Processes.Path != "" {
+		for _, d := range strings.Split(c.Processes.Path, ":") {
+			if !filepath.IsAbs(d) {
+				return ck.fail("processes.path", "%q: every entry must be an absolute directory (an empty or relative one would search the working directory, the workspace)", d)
+			}
+		}
+	}
+	return nil
+}
+
+// guests range-checks the guest memory ceilings (0: the default).
+func (ck *checker) guests(c *Config) error {
+	g := c.Guests
+	if m := g.MemoryBytes; m != 0 && (m < wasmPage || m > maxGuestMemoryBytes || m%wasmPage != 0) {
+		return ck.fail("guests.memory_bytes", "%d is not a multiple of %d (the wasm page) in [%d, %d]", m, wasmPage, wasmPage, maxGuestMemoryBytes)
+	}
+	per := g.MemoryBytes
+	if per == 0 {
+		per = DefaultGuestMemoryBytes
+	}
+	if t := g.CapsuleMemoryBytes; t != 0 && (t < per || t > 1<<40) {
+		return ck.fail("guests.capsule_memory_bytes", "%d is out of range [%d (guests.memory_bytes: one instance), %d]", t, per, int64(1<<40))
+	}
 	return nil
 }
 

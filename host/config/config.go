@@ -70,6 +70,7 @@ type Config struct {
 	Quotas     Quotas               `toml:"quotas"`
 	Limits     ProfileLimits        `toml:"limits"`
 	Processes  Processes            `toml:"processes"`
+	Guests     Guests               `toml:"guests"`
 	Backends   Backends             `toml:"backends"`
 	Profiles   map[string]Profile   `toml:"profiles"`
 }
@@ -106,6 +107,10 @@ type Quotas struct {
 // Processes are the registry's defaults and ceilings for process options.
 // Zero means the registry's built-in default.
 type Processes struct {
+	// Path is the PATH of every process and of the exec check's lookup of
+	// bare names (default DefaultProcessPath, never the daemon's own PATH); a
+	// guest cannot set PATH.
+	Path          string   `toml:"path"`
 	LogRingBytes  int      `toml:"log_ring_bytes"`
 	SpillBytes    int64    `toml:"spill_bytes"`
 	MaxLifetime   Duration `toml:"max_lifetime"`
@@ -114,6 +119,19 @@ type Processes struct {
 	WaitCap       Duration `toml:"wait_cap"`
 	StopGrace     Duration `toml:"stop_grace"`
 	StopGraceCap  Duration `toml:"stop_grace_cap"`
+}
+
+// Guests bounds the guests' own (wasm linear) memory, as opposed to
+// [limits], which bounds the processes they start.
+type Guests struct {
+	// MemoryBytes caps each instance's linear memory (default
+	// DefaultGuestMemoryBytes; a multiple of 64 KiB, below 4 GiB). A
+	// manifest's pool.memory_bytes may only lower it.
+	MemoryBytes int64 `toml:"memory_bytes"`
+	// CapsuleMemoryBytes caps one capsule's pool: pool.max times the
+	// per-instance limit may not exceed it, or the manifest is refused at
+	// load (default DefaultCapsuleGuestMemoryBytes).
+	CapsuleMemoryBytes int64 `toml:"capsule_memory_bytes"`
 }
 
 // Backends selects and configures execution backends.
@@ -232,6 +250,16 @@ const (
 	DefaultEngine        = "wazero"
 	DefaultCallTimeout   = 30 * time.Second
 	DefaultShutdownGrace = 10 * time.Second
+	// DefaultProcessPath is processes.path's default: fixed, so what a bare
+	// command runs does not depend on how the daemon was started.
+	DefaultProcessPath = "/usr/local/bin:/usr/bin:/bin"
+	// DefaultGuestMemoryBytes and DefaultCapsuleGuestMemoryBytes are the
+	// host's (host.DefaultGuestMemoryBytes, ...): 256 MiB per instance,
+	// 2 GiB per capsule (the default pool.max of 8 at 256 MiB).
+	DefaultGuestMemoryBytes        = 256 << 20
+	DefaultCapsuleGuestMemoryBytes = 2 << 30
+	wasmPage                       = 64 << 10
+	maxGuestMemoryBytes            = 4<<30 - wasmPage
 )
 
 // Default returns the configuration used when no file is given: bundled
@@ -267,6 +295,15 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
+	}
+	if c.Processes.Path == "" {
+		c.Processes.Path = DefaultProcessPath
+	}
+	if c.Guests.MemoryBytes == 0 {
+		c.Guests.MemoryBytes = DefaultGuestMemoryBytes
+	}
+	if c.Guests.CapsuleMemoryBytes == 0 {
+		c.Guests.CapsuleMemoryBytes = DefaultCapsuleGuestMemoryBytes
 	}
 	if len(c.Backends.Enabled) == 0 {
 		c.Backends.Enabled = []string{"local"}
@@ -382,7 +419,7 @@ func Parse(file string, data []byte) (*Config, error) {
 		base = abs
 	}
 	ck := &checker{file: file, lines: lines, base: base}
-	for _, step := range []func(*Config) error{ck.top, ck.principals, ck.limits, ck.backends, ck.profiles} {
+	for _, step := range []func(*Config) error{ck.top, ck.principals, ck.limits, ck.guests, ck.backends, ck.profiles} {
 		if err := step(c); err != nil {
 			return nil, err
 		}

@@ -21,6 +21,25 @@ func TestExampleParses(t *testing.T) {
 	if got := c.Backends.Enabled; len(got) != 1 || got[0] != "local" {
 		t.Fatalf("backends %v", got)
 	}
+	if c.Guests.MemoryBytes != DefaultGuestMemoryBytes || c.Guests.CapsuleMemoryBytes != DefaultCapsuleGuestMemoryBytes || c.Processes.Path != DefaultProcessPath {
+		t.Fatalf("guests %+v, processes.path %q: want the documented defaults", c.Guests, c.Processes.Path)
+	}
+}
+
+// The guest memory ceilings and the process PATH parse, and default when
+// absent.
+func TestGuestsAndPath(t *testing.T) {
+	c, err := Parse("/etc/g.toml", []byte("[guests]\nmemory_bytes = 67108864\ncapsule_memory_bytes = 536870912\n[processes]\npath = \"/opt/tools/bin:/usr/bin:/bin\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Guests.MemoryBytes != 64<<20 || c.Guests.CapsuleMemoryBytes != 512<<20 || c.Processes.Path != "/opt/tools/bin:/usr/bin:/bin" {
+		t.Fatalf("guests %+v, path %q", c.Guests, c.Processes.Path)
+	}
+	d := Default()
+	if d.Guests.MemoryBytes != DefaultGuestMemoryBytes || d.Guests.CapsuleMemoryBytes != DefaultCapsuleGuestMemoryBytes || d.Processes.Path != DefaultProcessPath {
+		t.Fatalf("defaults: guests %+v, path %q", d.Guests, d.Processes.Path)
+	}
 }
 
 func TestDefaults(t *testing.T) {
@@ -72,6 +91,14 @@ func TestParseErrors(t *testing.T) {
 		{"profile no limits", "[backends]\nenabled=[\"oci\"]\n[profiles.deb]\nrootfs = \"/r\"\n", 3, "memory_bytes and pids are required"},
 		{"profile unknown runtime", "[backends]\nenabled=[\"oci\"]\n[backends.oci.runtimes]\nrunc = \"runc\"\n[profiles.deb]\nrootfs = \"/r\"\nruntime = \"kata\"\n[profiles.deb.limits]\nmemory_bytes = 1\npids = 1\n", 7, "not in backends.oci.runtimes"},
 		{"negative quota", "[quotas]\nmax_entries = -1\n", 2, "negative"},
+		{"guest memory not a page multiple", "[guests]\nmemory_bytes = 1000000\n", 2, "guests.memory_bytes: 1000000 is not a multiple of 65536"},
+		{"guest memory 4 GiB", "[guests]\n\nmemory_bytes = 4294967296\n", 3, "guests.memory_bytes: 4294967296 is not a multiple"},
+		{"guest memory negative", "[guests]\nmemory_bytes = -65536\n", 2, "guests.memory_bytes"},
+		{"guest memory type", "[guests]\nmemory_bytes = \"256MiB\"\n", 2, "incompatible types"},
+		{"guest memory unknown key", "[guests]\nmax_memory = 1\n", 2, "guests.max_memory: unknown key"},
+		{"capsule memory below one instance", "[guests]\nmemory_bytes = 1048576\ncapsule_memory_bytes = 65536\n", 3, "guests.capsule_memory_bytes: 65536 is out of range [1048576"},
+		{"capsule memory below default instance", "[guests]\ncapsule_memory_bytes = 1048576\n", 2, "out of range [268435456"},
+		{"relative process path", "[processes]\npath = \"/usr/bin::bin\"\n", 2, "processes.path"},
 		{"unknown profile key", "[backends]\nenabled=[\"oci\"]\n[profiles.deb]\nrootfs = \"/r\"\nimage = \"x\"\n", 5, "unknown key"},
 	}
 	for _, tc := range tests {

@@ -106,6 +106,11 @@ type InstanceConfig struct {
 	// Name is used in traps and logs (capsule name plus instance number).
 	Name           string
 	Stdout, Stderr interface{ Write([]byte) (int, error) }
+	// MemoryLimitPages caps this instance's linear memory below the
+	// engine's EngineConfig.MemoryLimitPages (0 or more: the engine's).
+	// As at the engine's limit, a memory.grow past it returns -1, and a
+	// module whose memory starts above it fails to instantiate.
+	MemoryLimitPages uint32
 }
 
 // Instance is one live guest instance. Not safe for concurrent calls.

@@ -101,6 +101,9 @@ type Pool struct {
 	MinIdle int
 	Max     int
 	IdleTTL time.Duration
+	// MemoryBytes caps each instance's linear memory (0: the host's
+	// ceiling, which it may only lower; a multiple of 64 KiB).
+	MemoryBytes int64
 }
 
 // Pool defaults: one warm instance, growth to 8, idle instances beyond
@@ -112,6 +115,9 @@ const (
 	// MaxPoolSize bounds [pool] max: each wazero instance of a Go guest
 	// holds a few MB of linear memory.
 	MaxPoolSize = 1024
+
+	wasmPage       = 64 << 10
+	maxMemoryBytes = 4<<30 - wasmPage // 65535 pages: sizes are 32-bit
 )
 
 var (
@@ -489,7 +495,8 @@ func (p *parser) limitsSchema(m *Manifest) map[string]field {
 	}
 }
 
-// poolSchema is [pool]; *maxSet records whether pool.max was given.
+// poolSchema is [pool]: min_idle, max, idle_ttl and memory_bytes;
+// *maxSet records whether pool.max was given.
 func (p *parser) poolSchema(m *Manifest, maxSet *bool) map[string]field {
 	return map[string]field{
 		"min_idle": {false, p.integer(0, MaxPoolSize, func(n int64) { m.Pool.MinIdle = int(n) })},
@@ -497,6 +504,17 @@ func (p *parser) poolSchema(m *Manifest, maxSet *bool) map[string]field {
 			m.Pool.Max = int(n)
 			*maxSet = true
 		})},
+		"memory_bytes": {false, func(key string, v any) error {
+			n, ok := v.(int64)
+			if !ok {
+				return p.errf(key, "expected an integer, got %s", typeName(v))
+			}
+			if n < wasmPage || n > maxMemoryBytes || n%wasmPage != 0 {
+				return p.errf(key, "%d is not a multiple of %d (the wasm page) in [%d, %d]", n, wasmPage, wasmPage, maxMemoryBytes)
+			}
+			m.Pool.MemoryBytes = n
+			return nil
+		}},
 		"idle_ttl": {false, func(key string, v any) error {
 			s, ok := v.(string)
 			if !ok {

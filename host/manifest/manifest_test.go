@@ -38,6 +38,7 @@ max_cpu_ms = 1500
 min_idle = 2
 max = 6
 idle_ttl = "90s"
+memory_bytes = 8388608
 `
 
 func TestParseGood(t *testing.T) {
@@ -58,7 +59,7 @@ func TestParseGood(t *testing.T) {
 	if m.Limits.MaxConcurrent != 4 || m.Limits.MaxCPU != 1500*time.Millisecond || m.Limits.MaxPids != 0 {
 		t.Fatalf("limits: %+v", m.Limits)
 	}
-	if m.Pool != (Pool{MinIdle: 2, Max: 6, IdleTTL: 90 * time.Second}) {
+	if m.Pool != (Pool{MinIdle: 2, Max: 6, IdleTTL: 90 * time.Second, MemoryBytes: 8 << 20}) {
 		t.Fatalf("pool: %+v", m.Pool)
 	}
 	if m.Dir != "/caps/dev" {
@@ -82,7 +83,7 @@ sha256 = "`+sum+`"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Capabilities.Backend != "local" || m.Pool != (Pool{DefaultMinIdle, DefaultMax, DefaultIdleTTL}) || len(m.Imports) != 0 {
+	if m.Capabilities.Backend != "local" || m.Pool != (Pool{DefaultMinIdle, DefaultMax, DefaultIdleTTL, 0}) || len(m.Imports) != 0 {
 		t.Fatalf("%+v", m)
 	}
 }
@@ -125,6 +126,9 @@ func TestBad(t *testing.T) {
 		{"pool ttl bad", ok + "[pool]\nidle_ttl = \"forever\"\n", `C.toml:7: pool.idle_ttl: "forever" is not a duration between 1s and 24h`},
 		{"pool min over max", ok + "[pool]\nmin_idle = 5\nmax = 2\n", `C.toml:7: pool.min_idle: 5 exceeds pool.max 2`},
 		{"pool max too big", ok + "[pool]\nmax = 100000\n", `C.toml:7: pool.max: 100000 is out of range [1, 1024]`},
+		{"pool memory not a page multiple", ok + "[pool]\nmemory_bytes = 100000\n", `C.toml:7: pool.memory_bytes: 100000 is not a multiple of 65536 (the wasm page) in [65536, 4294901760]`},
+		{"pool memory 4 GiB", ok + "[pool]\nmemory_bytes = 4294967296\n", `C.toml:7: pool.memory_bytes: 4294967296 is not a multiple`},
+		{"pool memory type", ok + "[pool]\nmemory_bytes = \"256MiB\"\n", `C.toml:7: pool.memory_bytes: expected an integer, got string`},
 		{"limits not table", "limits = 3\n" + ok, `C.toml:1: limits: expected a table, got integer`},
 		{"syntax", ok + "[pool\n", `C.toml:7: TOML syntax: `},
 		{"syntax in value", ok + "[pool]\nmax = = 3\n", `C.toml:7: TOML syntax: `},

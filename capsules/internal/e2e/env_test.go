@@ -119,6 +119,18 @@ func (e *env) toolErr(principal, capsule, tool string, input any, want string) {
 	}
 }
 
+// inputErr asserts the host refused input against the tool's declared
+// schema before the guest ran: an *host.InvalidInputError at path for
+// rule.
+func (e *env) inputErr(principal, capsule, tool string, input any, path, rule string) {
+	e.t.Helper()
+	_, err := e.try(principal, capsule, tool, input)
+	var ie *host.InvalidInputError
+	if !errors.As(err, &ie) || ie.Path != path || ie.Rule != rule {
+		e.t.Errorf("%s.%s(%s) = %v; want the host's invalid input at %q, rule %q", capsule, tool, mustJSON(e.t, input), err, path, rule)
+	}
+}
+
 func mustJSON(t testing.TB, v any) string {
 	if s, ok := v.(string); ok {
 		return s

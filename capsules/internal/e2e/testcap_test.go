@@ -84,9 +84,11 @@ func TestSDKErrorPaths(t *testing.T) {
 	}
 	e.toolErr("alice", "testcap", "fail", map[string]any{"message": "nope"}, "nope")
 	e.toolErr("alice", "testcap", "panic", `{}`, "internal error (panic: testcap: deliberate panic)")
-	e.toolErr("alice", "testcap", "echo", `{"a":`, "not valid JSON")
-	e.toolErr("alice", "testcap", "spawn", `{"cmd":1}`, `field "cmd" must be string`)
-	e.toolErr("alice", "testcap", "status", `{"id":"x","bogus":true}`, `unknown field "bogus"`)
+	// Input the tool's schema refuses never reaches the SDK's own checks
+	// (unit-tested in capsules/sdk): the host refuses it first.
+	e.inputErr("alice", "testcap", "echo", `{"a":`, "", "json")
+	e.inputErr("alice", "testcap", "spawn", `{"cmd":1}`, "/cmd", "type")
+	e.inputErr("alice", "testcap", "status", `{"id":"x","bogus":true}`, "", "additionalProperties")
 	// The instance survives all of that.
 	e.call("alice", "testcap", "echo", `{}`, nil)
 }
@@ -403,4 +405,28 @@ func errCode(r map[string]any) string {
 	e, _ := r["error"].(map[string]any)
 	c, _ := e["code"].(string)
 	return c
+}
+
+// Every bundled capsule's tools declare input schemas the host compiles
+// (a schema that does not compile would refuse the load), and the host
+// validates against them: an input the schema refuses never reaches the
+// guest.
+func TestBundledSchemasCompileAndValidate(t *testing.T) {
+	e := newEnv(t, "shell", "testcap", "testcap10")
+	for _, name := range []string{"shell", "testcap", "testcap10"} {
+		c, _ := e.h.Capsule(name)
+		for _, tl := range c.Tools() {
+			if tl.InputSchema == "" {
+				t.Errorf("%s.%s declares no input schema", name, tl.Name)
+			}
+		}
+	}
+	// run_shell_command requires "command" and allows no other property.
+	for _, in := range []any{map[string]any{}, map[string]any{"command": "true", "nope": 1}, map[string]any{"command": 7}} {
+		_, err := e.try("alice", "shell", "run_shell_command", in)
+		var ie *host.InvalidInputError
+		if !errors.As(err, &ie) || ie.Tool != "run_shell_command" {
+			t.Errorf("run_shell_command(%s): %v; want the host's invalid input", mustJSON(t, in), err)
+		}
+	}
 }

@@ -147,6 +147,7 @@ func Run(t *testing.T, ctor Ctor) {
 	t.Run("InterruptIsolated", func(t *testing.T) { testInterruptIsolated(t, ctor) })
 	t.Run("ProcExit", func(t *testing.T) { testExit(t, ctor) })
 	t.Run("MemoryLimit", func(t *testing.T) { testMemoryLimit(t, ctor) })
+	t.Run("InstanceMemoryLimit", func(t *testing.T) { testInstanceMemoryLimit(t, ctor) })
 	t.Run("CompilationCache", func(t *testing.T) { testCache(t, ctor) })
 	t.Run("BadHostFuncs", func(t *testing.T) { testBadHostFuncs(t, ctor) })
 	t.Run("ConcurrentInstances", func(t *testing.T) { testConcurrent(t, ctor) })
@@ -457,6 +458,56 @@ func testMemoryLimit(t *testing.T, ctor Ctor) {
 	}
 	if f.Inst.Memory().Size() != 3*65536 {
 		t.Fatalf("size %d", f.Inst.Memory().Size())
+	}
+}
+
+// An instance's own limit lowers the engine's, for that instance only: a
+// grow past it returns -1, a module that starts above it does not
+// instantiate, and a limit above the engine's is the engine's.
+func testInstanceMemoryLimit(t *testing.T, ctor Ctor) {
+	ctx := context.Background()
+	f := NewFixture(t, ctor, engine.EngineConfig{MemoryLimitPages: 8})
+	for _, tc := range []struct{ limit, want uint32 }{{3, 3}, {100, 8}, {0, 8}} {
+		in, err := f.Mod.Instantiate(ctx, engine.InstanceConfig{Name: "t#lim", MemoryLimitPages: tc.limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grow := func(n uint64) uint32 {
+			r, err := in.Call(ctx, "grow", n)
+			if err != nil {
+				t.Fatalf("limit %d: grow %d: %v", tc.limit, n, err)
+			}
+			return uint32(r[0])
+		}
+		if got := grow(uint64(tc.want - 1)); got != 1 {
+			t.Fatalf("limit %d: grow to %d pages = %d, want old size 1", tc.limit, tc.want, got)
+		}
+		if got := grow(1); got != 0xffffffff {
+			t.Fatalf("limit %d: grow past %d pages = %d, want -1", tc.limit, tc.want, int32(got))
+		}
+		if in.Memory().Size() != tc.want*65536 {
+			t.Fatalf("limit %d: size %d", tc.limit, in.Memory().Size())
+		}
+		in.Close(ctx)
+	}
+	// The fixture's own instance kept the engine's limit.
+	if got := f.call(t, "grow", 7); got != 1 {
+		t.Fatalf("other instance: grow 7 = %d", got)
+	}
+	// (memory 2) under an instance limit of 1 page.
+	m, err := f.Eng.Compile(ctx, []byte{0, 'a', 's', 'm', 1, 0, 0, 0, 5, 3, 1, 0, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(ctx)
+	if in, err := m.Instantiate(ctx, engine.InstanceConfig{Name: "t#min", MemoryLimitPages: 1}); err == nil {
+		in.Close(ctx)
+		t.Fatal("a 2-page memory instantiated under a 1-page instance limit")
+	}
+	if in, err := m.Instantiate(ctx, engine.InstanceConfig{Name: "t#min2", MemoryLimitPages: 2}); err != nil {
+		t.Fatalf("2-page memory under a 2-page instance limit: %v", err)
+	} else {
+		in.Close(ctx)
 	}
 }
 

@@ -437,8 +437,8 @@ func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (en
 		return nil, errClosed
 	}
 	store := wasmtime.NewStore(e.we)
-	if e.limit > 0 {
-		store.Limiter(int64(e.limit)*65536, -1, -1, -1, -1)
+	if limit := instanceLimit(e.limit, cfg.MemoryLimitPages); limit > 0 {
+		store.Limiter(int64(limit)*65536, -1, -1, -1, -1)
 	}
 	// No args, no env, no preopens, no stdin; stdout/stderr are fdWrite's.
 	store.SetWasi(wasmtime.NewWasiConfig())
@@ -480,6 +480,15 @@ func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (en
 func (m *module) Close(ctx context.Context) error {
 	m.m.Close()
 	return nil
+}
+
+// instanceLimit is an instance's memory limit in pages: its own when it
+// is below the engine's (0: none).
+func instanceLimit(engine, inst uint32) uint32 {
+	if inst > 0 && (engine == 0 || inst < engine) {
+		return inst
+	}
+	return engine
 }
 
 type export struct {

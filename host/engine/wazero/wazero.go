@@ -25,6 +25,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
 
@@ -40,6 +41,7 @@ const wasiModule = wasi_snapshot_preview1.ModuleName
 type eng struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
+	limit uint32 // pages; 0: none
 }
 
 // New creates a wazero runtime with the host functions linked in, one host
@@ -52,7 +54,7 @@ func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) 
 		}
 		rc = rc.WithMemoryLimitPages(cfg.MemoryLimitPages)
 	}
-	e := &eng{}
+	e := &eng{limit: cfg.MemoryLimitPages}
 	if cfg.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -162,7 +164,7 @@ func (e *eng) Compile(ctx context.Context, wasm []byte) (engine.Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wazero: compile: %w", err)
 	}
-	m := &module{rt: e.rt, cm: cm}
+	m := &module{rt: e.rt, cm: cm, limit: e.limit}
 	for _, d := range cm.ImportedFunctions() {
 		mod, name, _ := d.Import()
 		m.imports = append(m.imports, engine.FuncDef{Module: mod, Name: name, Params: fromAPI(d.ParamTypes()), Results: fromAPI(d.ResultTypes())})
@@ -196,6 +198,7 @@ type module struct {
 	cm               wazero.CompiledModule
 	imports, exports []engine.FuncDef
 	hasInit          bool
+	limit            uint32 // the engine's, pages
 }
 
 func (m *module) Imports() []engine.FuncDef { return m.imports }
@@ -211,9 +214,17 @@ func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (en
 		WithRandSource(rand.Reader).
 		WithStdout(writerOrDiscard(cfg.Stdout)).
 		WithStderr(writerOrDiscard(cfg.Stderr))
-	mod, err := m.rt.InstantiateModule(ctx, m.cm, mc)
+	ictx, lm := ctx, (*limitedMemory)(nil)
+	if p := instanceLimit(m.limit, cfg.MemoryLimitPages); p > 0 {
+		ictx, lm = withLimitedMemory(ctx, uint64(p)*65536)
+	}
+	mod, err := m.rt.InstantiateModule(ictx, m.cm, mc)
 	if err != nil {
 		return nil, fmt.Errorf("wazero: instantiate %s: %w", cfg.Name, err)
+	}
+	if lm != nil && lm.over {
+		_ = mod.Close(ctx)
+		return nil, fmt.Errorf("wazero: instantiate %s: memory min exceeds the instance limit of %d pages", cfg.Name, cfg.MemoryLimitPages)
 	}
 	in := &instance{name: cfg.Name, mod: mod, mem: memory{mod.Memory()}, fns: map[string]api.Function{}}
 	if m.hasInit {
@@ -223,6 +234,62 @@ func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (en
 		}
 	}
 	return in, nil
+}
+
+// limitedMemory backs the linear memory of an instance whose limit is
+// below the engine's: wazero's runtime-wide limit is applied when a
+// module compiles, so a per-instance one is enforced here, where
+// memory.grow asks for bytes. A refused grow returns nil, which the
+// guest sees as -1, exactly as at the engine's limit.
+type limitedMemory struct {
+	buf     []byte
+	limit   uint64 // bytes
+	started bool
+	// over: the memory's minimum is above the limit. The first allocation
+	// cannot be refused (wazero requires the minimum), so Instantiate
+	// refuses the instance instead.
+	over bool
+}
+
+// withLimitedMemory makes the instance created under the returned ctx
+// use a limitedMemory of limit bytes.
+func withLimitedMemory(ctx context.Context, limit uint64) (context.Context, *limitedMemory) {
+	lm := &limitedMemory{limit: limit}
+	alloc := experimental.MemoryAllocatorFunc(func(_, _ uint64) experimental.LinearMemory { return lm })
+	return experimental.WithMemoryAllocator(ctx, alloc), lm
+}
+
+func (m *limitedMemory) Reallocate(size uint64) []byte {
+	first := !m.started
+	m.started = true
+	if size > m.limit {
+		if !first {
+			return nil
+		}
+		m.over = true
+	}
+	if size <= uint64(cap(m.buf)) {
+		// A linear memory never shrinks: the bytes past the old length
+		// were never written, so they are still zero.
+		m.buf = m.buf[:size]
+		return m.buf
+	}
+	nb := make([]byte, size, max(size, min(2*uint64(cap(m.buf)), m.limit)))
+	copy(nb, m.buf)
+	m.buf = nb
+	return nb
+}
+
+// Free drops the memory when the instance closes.
+func (m *limitedMemory) Free() { m.buf = nil }
+
+// instanceLimit is an instance's memory limit in pages: its own when it
+// is below the engine's (0: none).
+func instanceLimit(engine, inst uint32) uint32 {
+	if inst > 0 && (engine == 0 || inst < engine) {
+		return inst
+	}
+	return engine
 }
 
 func writerOrDiscard(w interface{ Write([]byte) (int, error) }) io.Writer {

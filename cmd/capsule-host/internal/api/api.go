@@ -156,6 +156,9 @@ const (
 	CodeCancelled      = "cancelled"
 	CodeShuttingDown   = "shutting-down"
 	CodeInternal       = "internal"
+	// CodeTooManyConnections (429): the client holds as many connections
+	// to the daemon as it may; this one is closed after the answer.
+	CodeTooManyConnections = "too-many-connections"
 )
 
 // ErrorBody is one error.

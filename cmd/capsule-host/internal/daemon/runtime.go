@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
@@ -102,12 +103,12 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 
 // registryConfig is the registry's part of the host config: the backends
 // and their policy data, the host's environment (the registry reads none
-// itself), quotas and process defaults.
+// itself) with the configured PATH, quotas and process defaults.
 func registryConfig(cfg *config.Config, set backendSet, lg *slog.Logger) registry.Config {
 	return registry.Config{
 		Backends: set.backends,
 		Policies: set.policies,
-		HostEnv:  os.Environ(),
+		HostEnv:  hostEnv(os.Environ(), cfg.Processes.Path),
 		StateDir: filepath.Join(cfg.StateDir, "processes"),
 		Quotas:   quotas(cfg),
 		Defaults: registry.Defaults{
@@ -122,6 +123,22 @@ func registryConfig(cfg *config.Config, set backendSet, lg *slog.Logger) registr
 		},
 		Logger: lg.With("component", "registry"),
 	}
+}
+
+// hostEnv is environ with PATH replaced by path (processes.path): what a
+// bare command runs, in the exec check and inside the process, is the
+// operator's configured choice, not whatever PATH the daemon started with.
+func hostEnv(environ []string, path string) []string {
+	out := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "PATH=") {
+			out = append(out, kv)
+		}
+	}
+	if path == "" {
+		path = config.DefaultProcessPath
+	}
+	return append(out, "PATH="+path)
 }
 
 // quotas are the host's per-capsule quotas (the registry's, and the
@@ -169,9 +186,11 @@ func openHost(ctx context.Context, cfg *config.Config, engine string, reg *regis
 			Pids:        cfg.Limits.Pids,
 			OpenFiles:   cfg.Limits.OpenFiles,
 		},
-		Backends:     backends,
-		Profiles:     cfg.ProfileNames(),
-		AllowNetwork: cfg.AllowNetwork,
+		Backends:                backends,
+		Profiles:                cfg.ProfileNames(),
+		AllowNetwork:            cfg.AllowNetwork,
+		GuestMemoryBytes:        cfg.Guests.MemoryBytes,
+		CapsuleGuestMemoryBytes: cfg.Guests.CapsuleMemoryBytes,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the host: %w", err)

@@ -62,10 +62,10 @@ func Serve(ctx context.Context, rt *Runtime, sock, tcp net.Listener, grace time.
 	baseCtx, cancelCalls := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelCalls()
 	servers := []*http.Server{newHTTPServer(s.Handler(), baseCtx)}
-	lns := []net.Listener{sock}
+	lns := []net.Listener{limitConns(sock)}
 	if tcp != nil {
 		servers = append(servers, newHTTPServer(s.TCPHandler(), baseCtx))
-		lns = append(lns, tcp)
+		lns = append(lns, limitConns(tcp))
 	}
 	errc := make(chan error, len(servers))
 	for i, srv := range servers {
@@ -133,11 +133,13 @@ var idleTimeout = 2 * time.Minute
 // newHTTPServer is the server for one listener. No ReadTimeout or
 // WriteTimeout: a call runs up to its own deadline and `logs -f` streams
 // for as long as the client stays, and net/http cancels a request's
-// context when its connection's read deadline passes.
+// context when its connection's read deadline passes; bodies get their
+// own deadline instead (guard, readBodies).
 func newHTTPServer(h http.Handler, base context.Context) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		BaseContext:       func(net.Listener) context.Context { return base },
+		ConnContext:       connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -95,13 +94,14 @@ func whoFrom(r *http.Request) who {
 
 // Handler returns the API for the unix socket: its peers passed the
 // socket's 0600 mode, so they are the operator and may name any principal.
-func (s *Server) Handler() http.Handler { return s.mux() }
+func (s *Server) Handler() http.Handler { return guard(readBodies(s.mux())) }
 
 // TCPHandler returns the API for the loopback listener: every request
-// needs a bearer token, which fixes the principal.
+// needs a bearer token, which fixes the principal (and from then on
+// counts its connection as the principal's, see maxConnsPerClient).
 func (s *Server) TCPHandler() http.Handler {
-	m := s.mux()
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	m := readBodies(s.mux())
+	return guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || tok == "" {
 			writeErr(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing bearer token (Authorization: Bearer TOKEN)")
@@ -113,9 +113,15 @@ func (s *Server) TCPHandler() http.Handler {
 			writeErr(w, http.StatusUnauthorized, api.CodeUnauthorized, "unknown token")
 			return
 		}
+		if lc := connFrom(r); lc != nil {
+			if over, client := lc.bindPrincipal(p); over {
+				tooManyConns(w, client)
+				return
+			}
+		}
 		ctx := context.WithValue(r.Context(), whoKey{}, who{tcp: true, principal: p})
 		m.ServeHTTP(w, r.WithContext(ctx))
-	})
+	}))
 }
 
 // principalFor compares the token's hash with every configured hash in
@@ -188,16 +194,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.CallRequest
-	// MaxBytesReader, not a LimitReader: a body cut at the limit must be
-	// reported as too large, not as a JSON syntax error.
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			writeErr(w, http.StatusRequestEntityTooLarge, api.CodeInvalidRequest, fmt.Sprintf("call body exceeds %d bytes", maxBody))
-			return
-		}
-		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "call body: "+err.Error())
+	if !decodeBody(w, r, maxBody, "call body", &req) {
 		return
 	}
 	if req.Capsule == "" || req.Tool == "" {
@@ -249,7 +246,9 @@ func classifyCall(err error) (int, string) {
 		return http.StatusNotFound, api.CodeNoSuchCapsule
 	case errors.Is(err, host.ErrUnknownTool):
 		return http.StatusNotFound, api.CodeNoSuchTool
-	case errors.Is(err, host.ErrInvalidPrincipal):
+	case errors.Is(err, host.ErrInvalidPrincipal), errors.Is(err, host.ErrInvalidInput):
+		// ErrInvalidInput: the input is not UTF-8 or breaks the tool's
+		// declared schema; the message names the path and the rule.
 		return http.StatusBadRequest, api.CodeInvalidRequest
 	case errors.Is(err, host.ErrTimeout):
 		return http.StatusGatewayTimeout, api.CodeTimeout
@@ -405,18 +404,13 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, read 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var req api.StopRequest
-	if r.ContentLength != 0 {
-		dec := json.NewDecoder(io.LimitReader(r.Body, 4096))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-			writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "stop body: "+err.Error())
-			return
-		}
+	if r.ContentLength != 0 && !decodeBody(w, r, 4096, "stop body", &req) {
+		return
 	}
 	var grace *time.Duration
 	if req.GraceMS != nil {
-		if *req.GraceMS < 0 {
-			writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "grace_ms must not be negative")
+		if g := *req.GraceMS; g < 0 || g > maxGraceMS {
+			writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, fmt.Sprintf("grace_ms %d is out of range [0, %d]", g, maxGraceMS))
 			return
 		}
 		g := time.Duration(*req.GraceMS) * time.Millisecond

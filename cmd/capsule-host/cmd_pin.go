@@ -15,7 +15,7 @@ import (
 	"syscall"
 
 	"github.com/capsule-host/capsule-host/host/manifest"
-	"github.com/capsule-host/capsule-host/registry/statedir"
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 )
 
 func init() {
@@ -189,7 +189,7 @@ func replaceFile(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := statedir.WriteFileAtomic(real, data, fi.Mode().Perm()); err != nil {
+	if err := atomicfile.Write(real, data, fi.Mode().Perm(), atomicfile.Options{}); err != nil {
 		return err
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {

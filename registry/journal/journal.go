@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 	"github.com/capsule-host/capsule-host/registry/statedir"
 )
 
@@ -225,7 +226,7 @@ func create(path string, opts Options, m meta, seed func(*bbolt.Tx) error) error
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = statedir.SyncDir(filepath.Dir(path))
+		err = atomicfile.SyncDir(filepath.Dir(path))
 	}
 	if err != nil {
 		os.Remove(tmp)

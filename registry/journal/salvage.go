@@ -7,9 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 	"go.etcd.io/bbolt"
-
-	"github.com/capsule-host/capsule-host/registry/statedir"
 )
 
 // found is what the check's records decoded to.
@@ -125,7 +124,7 @@ func salvage(path string, opts Options, f found, ce *CorruptError, rep *Report) 
 	if err := os.Link(path, aside); err != nil {
 		return fmt.Errorf("journal: salvage: keeping the corrupt file as %s: %w", aside, err)
 	}
-	if err := statedir.SyncDir(filepath.Dir(path)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("journal: salvage: %w", err)
 	}
 	m := meta{Format: formatVersion, Created: opts.Now()}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"syscall"
 )
 
@@ -67,75 +66,6 @@ func ownerOf(fi fs.FileInfo) (int, bool) {
 		return 0, false
 	}
 	return int(st.Uid), true
-}
-
-// WriteFileAtomic replaces path with data so that a reader (or the next
-// start after a crash) sees either the old content or the new, never a
-// mix: a temporary file in the same directory, created 0600 with O_EXCL,
-// written and fsync'd, chmod'ed to perm, renamed over path, and the
-// directory fsync'd so the rename itself is durable.
-func WriteFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	return writeFile(path, data, perm, false)
-}
-
-// writeFile is WriteFileAtomic; with noClobber the temporary file is
-// hard-linked to path instead of renamed, which fails with fs.ErrExist if
-// path appeared meanwhile (two creators of one key: the second loads the
-// first's instead of replacing a key already handed out).
-func writeFile(path string, data []byte, perm fs.FileMode, noClobber bool) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*") // O_EXCL, mode 0600
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if noClobber {
-		if err = os.Link(tmp, path); err != nil {
-			return err
-		}
-		os.Remove(tmp)
-	} else if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return SyncDir(dir)
-}
-
-// SyncDir fsyncs a directory, making a rename, link or create inside it
-// durable (POSIX leaves the directory entry in the page cache otherwise).
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 // errIsExist reports whether err means "already exists", for the no-clobber

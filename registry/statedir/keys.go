@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 )
 
 // maxKeySize bounds LoadOrCreateKey's size argument: keys are tens of
@@ -47,7 +49,7 @@ func LoadOrCreateKey(path string, size int) ([]byte, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, fmt.Errorf("statedir: reading the CSPRNG: %w", err)
 		}
-		err = writeFile(path, key, 0o600, true)
+		err = atomicfile.Write(path, key, 0o600, atomicfile.Options{NoClobber: true})
 		if err == nil {
 			return key, nil
 		}

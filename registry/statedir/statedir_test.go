@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -269,28 +268,5 @@ func TestKeyRefused(t *testing.T) {
 				t.Fatalf("error names %s, want %s or its dir", fe.Path, path)
 			}
 		})
-	}
-}
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "f")
-	if err := WriteFileAtomic(path, []byte("one"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFileAtomic(path, []byte("two"), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	fi, _ := os.Stat(path)
-	if string(b) != "two" || err != nil || fi.Mode().Perm() != 0o640 {
-		t.Fatalf("content %q %v mode %v, want two 0640", b, err, fi.Mode())
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Fatalf("dir holds %v, want f alone", ents)
-	}
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("write into a missing dir: %v, want ErrNotExist", err)
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 	"github.com/capsule-host/capsule-host/internal/procfs"
 )
 
@@ -57,38 +57,10 @@ func writeRecord(dir, name string, v any, durable bool) error {
 	if err != nil {
 		return fmt.Errorf("record %s: %w", name, err)
 	}
-	tmp := filepath.Join(dir, "."+name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("record %s: %w", name, err)
-	}
-	_, err = f.Write(append(b, '\n'))
-	if err == nil && durable {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, name))
-	}
-	if err == nil && durable {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Write(filepath.Join(dir, name), append(b, '\n'), 0o600, atomicfile.Options{NoSync: !durable}); err != nil {
 		return fmt.Errorf("record %s in %s: %w", name, dir, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func readRecord(path string, v any) error {

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
 	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
@@ -375,7 +376,7 @@ func (m *monitor) record(rec *exitRecord) error {
 		return err
 	}
 	_ = m.enc.Encode(monitorStatus{Exit: true, Record: rec})
-	_ = syncPath(exitPath)
+	_ = atomicfile.SyncFile(exitPath)
 	return nil
 }
 

@@ -32,6 +32,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
@@ -393,7 +394,7 @@ func (c *container) takeMonitor(argv0 string, u *undo) (*monitorProc, error) {
 	}
 	// Durable soon, off the start path: a crash within these milliseconds
 	// loses no more than a crash just before Start.
-	go syncPath(statePath)
+	go atomicfile.SyncFile(statePath)
 	return mon, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 	"github.com/capsule-host/capsule-host/internal/procfs"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
@@ -133,7 +134,7 @@ func readInitPID(sdir string) (int, error) {
 // writeJSONAtomic writes v to path via a temp file and rename (as runc
 // writes its state.json), so a reader sees the old file, the new file, or
 // none: never half of one. Durability (fsync of the file and its
-// directory) is syncPath's job, and only the records a restarted host
+// directory) is atomicfile.SyncFile's job, and only the records a restarted host
 // needs (state.json, exit.json) get it: on a busy disk each fsync costs
 // milliseconds on the start path.
 func writeJSONAtomic(path string, v any) error {
@@ -141,39 +142,7 @@ func writeJSONAtomic(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
-}
-
-// syncPath makes a renamed file durable: fsync of the file, then of its
-// directory (which holds the rename).
-func syncPath(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	f.Close()
-	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
-		if serr := d.Sync(); err == nil {
-			err = serr
-		}
-		d.Close()
-	}
-	return err
+	return atomicfile.Write(path, b, 0o600, atomicfile.Options{NoSync: true})
 }
 
 func fileExists(p string) bool {

@@ -6,25 +6,18 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-	"time"
 
-	"github.com/capsule-host/capsule-host/internal/procfs"
+	"github.com/capsule-host/capsule-host/internal/pidlock"
 )
 
-// DirLock is the exclusive hold of a state directory by one daemon. It is an
-// flock(2) on daemon.lock: the kernel drops it when the holder's last
-// descriptor closes, so a daemon killed with SIGKILL frees the directory at
-// once and there is no stale-lock cleanup to get wrong. The file is never
-// removed (unlinking a lock file races with a process about to lock the
-// old inode).
+// DirLock is the exclusive hold of a state directory by one daemon: a
+// pidlock on daemon.lock (the kernel drops it when the holder's last
+// descriptor closes, so a daemon killed with SIGKILL frees the directory
+// at once).
 type DirLock struct {
-	f    *os.File
+	l    *pidlock.Lock
 	path string
 }
-
-// holderWait bounds how long Lock waits for a just-started holder to write
-// its PID before reporting "pid unknown".
-const holderWait = 200 * time.Millisecond
 
 // Lock takes dir's lock or fails at once with a *LockedError (errors.Is
 // ErrLocked) naming the holder's PID. dir must pass CheckPrivateDir. The
@@ -36,32 +29,17 @@ func Lock(dir string) (*DirLock, error) {
 		return nil, err
 	}
 	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if errors.Is(err, syscall.ELOOP) {
+	l, err := pidlock.Acquire(path, func(f *os.File) error { return checkLockFile(f, path) })
+	var held *pidlock.HeldError
+	switch {
+	case errors.Is(err, syscall.ELOOP):
 		return nil, &FileError{Path: path, Kind: ErrSymlink, Detail: "the lock file must not be a link: remove it"}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := checkLockFile(f, path); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, holder(dir, f)
-		}
+	case errors.As(err, &held):
+		return nil, &LockedError{Dir: dir, PID: held.PID, Start: held.Start, Stale: held.Stale}
+	case err != nil:
 		return nil, fmt.Errorf("statedir: lock %s: %w", path, err)
 	}
-	pid := os.Getpid()
-	rec := fmt.Sprintf("%d %d\n", pid, procfs.StartTime(pid))
-	// The record is a diagnostic for the next contender; the flock is the
-	// lock, so a failed write does not fail Lock.
-	if f.Truncate(0) == nil {
-		f.WriteAt([]byte(rec), 0)
-	}
-	return &DirLock{f: f, path: path}, nil
+	return &DirLock{l: l, path: path}, nil
 }
 
 // checkLockFile refuses a lock file another user owns or that is not a
@@ -80,53 +58,13 @@ func checkLockFile(f *os.File, path string) error {
 	return nil
 }
 
-func flock(f *os.File, how int) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), how)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
-}
-
-// holder reads the PID the holder wrote. A holder that has just taken the
-// lock may not have written yet, so an empty file is re-read for a short,
-// bounded while.
-func holder(dir string, f *os.File) error {
-	e := &LockedError{Dir: dir}
-	deadline := time.Now().Add(holderWait)
-	for {
-		var b [64]byte
-		n, _ := f.ReadAt(b[:], 0)
-		if _, err := fmt.Sscanf(string(b[:n]), "%d %d\n", &e.PID, &e.Start); err == nil && e.PID > 0 {
-			break
-		}
-		e.PID, e.Start = 0, 0
-		if time.Now().After(deadline) {
-			return e
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if st := procfs.StartTime(e.PID); st == 0 || (e.Start != 0 && st != e.Start) {
-		e.Stale = true
-	}
-	return e
-}
-
 // Path is the lock file's path.
 func (l *DirLock) Path() string { return l.path }
 
-// Close releases the lock. The recorded PID is erased first so a reader
-// never blames a daemon that has let go.
+// Close releases the lock.
 func (l *DirLock) Close() error {
-	if l == nil || l.f == nil {
+	if l == nil {
 		return nil
 	}
-	l.f.Truncate(0)
-	err := flock(l.f, syscall.LOCK_UN)
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
-	}
-	l.f = nil
-	return err
+	return l.l.Close()
 }

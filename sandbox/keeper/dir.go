@@ -7,11 +7,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/capsule-host/capsule-host/internal/pidlock"
 )
 
 // Names inside a keeper directory.
@@ -70,40 +68,20 @@ func prepareDir(dir string) error {
 	return nil
 }
 
-// lockDir takes the directory's exclusive lock and records our PID in it.
-// The lock is flock(2) on an O_CLOEXEC descriptor: the kernel drops it
-// when the keeper dies, however it dies, and no child inherits it. The
-// file is never removed (removing a lock file races with its next taker).
-func lockDir(dir string) (*os.File, error) {
+// lockDir takes the directory's exclusive lock (a pidlock: the kernel
+// drops it when the keeper dies, however it dies, and no child inherits
+// it), refusing a lock file that is not ours.
+func lockDir(dir string) (*pidlock.Lock, error) {
 	path := filepath.Join(dir, LockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
+	l, err := pidlock.Acquire(path, func(*os.File) error { return checkOwned(path, 0) })
+	var held *pidlock.HeldError
+	switch {
+	case errors.As(err, &held):
+		return nil, &LockedError{Dir: dir, PID: held.PID}
+	case err != nil:
 		return nil, fmt.Errorf("keeper lock: %w", err)
 	}
-	if err := checkOwned(path, 0); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		pid := lockHolder(f)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, &LockedError{Dir: dir, PID: pid}
-		}
-		return nil, fmt.Errorf("keeper lock: %w", err)
-	}
-	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	return f, nil
-}
-
-// lockHolder reads the PID the holder recorded (0 if not yet written).
-func lockHolder(f *os.File) int {
-	b := make([]byte, 32)
-	n, _ := f.ReadAt(b, 0)
-	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
-	return pid
+	return l, nil
 }
 
 // listen binds the socket. We hold the lock, so an existing socket file

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/pidlock"
 	"github.com/capsule-host/capsule-host/internal/procfs"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/keeper"
@@ -92,7 +93,7 @@ func stopDir(t *testing.T, dir string) {
 			return
 		}
 		if b, rerr := os.ReadFile(filepath.Join(dir, keeper.LockName)); rerr == nil {
-			if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid > 0 {
+			if pid, _ := pidlock.Holder(b); pid > 0 {
 				waitDead(t, pid, 0, 30*time.Second)
 			}
 		}

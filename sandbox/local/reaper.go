@@ -44,12 +44,23 @@ type reaperState struct {
 	// would then reap, stealing its status and unpinning its PGID).
 	roots    map[int]int
 	sessions map[int]int // live session IDs (fallback ownership) → refcount
-	prefixes map[string]int
-	kick     chan struct{}
+	// lingering holds the sessions of settled trees (without cgroups)
+	// whose killed members had not all been reaped when their settle gave
+	// up waiting (a loaded machine can take longer than the bound to
+	// deliver a SIGKILL): until the deadline the periodic scan still owns
+	// their zombies, which would otherwise stay forever once the root's
+	// session is unregistered. See ownsLingering for why a reused SID is
+	// never taken for one of these.
+	lingering map[int]time.Time
+	prefixes  map[string]int
+	kick      chan struct{}
 }
 
+// lingerFor bounds how long a settled session's stragglers stay ours.
+const lingerFor = time.Minute
+
 var (
-	reaper     = &reaperState{roots: map[int]int{}, sessions: map[int]int{}, prefixes: map[string]int{}, kick: make(chan struct{}, 1)}
+	reaper     = &reaperState{roots: map[int]int{}, sessions: map[int]int{}, lingering: map[int]time.Time{}, prefixes: map[string]int{}, kick: make(chan struct{}, 1)}
 	reaperOnce sync.Once
 	reaperErr  error
 )
@@ -184,8 +195,41 @@ func (r *reaperState) owns(pid int, st procfs.Stat, only string) bool {
 			}
 		}
 	}
-	return only == "" && r.sessions[st.SID] > 0
+	return only == "" && (r.sessions[st.SID] > 0 || r.ownsLingering(st))
 }
+
+// ownsLingering reports whether st is a straggler of a lingering session;
+// the caller holds tabMu. The root (PID = SID) was reaped, so its PID may
+// be reused, but only a new process can then lead a session with that ID:
+// a zombie that is its own session leader is never ours, and neither is
+// one in this process's own session (os/exec children inherit it). Any
+// other zombie child in that session descends from the settled tree.
+func (r *reaperState) ownsLingering(st procfs.Stat) bool {
+	until, ok := r.lingering[st.SID]
+	switch {
+	case !ok:
+		return false
+	case time.Now().After(until):
+		delete(r.lingering, st.SID)
+		return false
+	}
+	return st.PID != st.SID && st.SID != mySID
+}
+
+// linger keeps sid's stragglers owned for lingerFor after its root was
+// reaped.
+func (r *reaperState) linger(sid int) {
+	r.tabMu.Lock()
+	r.lingering[sid] = time.Now().Add(lingerFor)
+	r.tabMu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// mySID is this process's session, which os/exec children share.
+var mySID, _ = unix.Getsid(0)
 
 // reap collects zombie pid unless it is a root. The zombie pins its PID
 // until reaped, so this waitid can only collect the process inspected.
@@ -258,18 +302,18 @@ func (r *reaperState) removeRoot(pid int) {
 }
 
 // reapGroup reaps the zombies of one tree after its members were killed,
-// waiting up to timeout for members still in their exit path.
-func (r *reaperState) reapGroup(cgPath string, sid int, timeout time.Duration) {
+// waiting up to timeout for members still in their exit path. It returns
+// how many it saw that it could not reap yet.
+func (r *reaperState) reapGroup(cgPath string, sid int, timeout time.Duration) (pending int) {
 	deadline := time.Now().Add(timeout)
 	for delay := 50 * time.Microsecond; ; delay = min(delay*2, 5*time.Millisecond) {
-		var pending int
 		if cgPath != "" {
 			pending = r.scan(&cgPath)
 		} else {
 			pending = r.scanSession(sid)
 		}
 		if pending == 0 || time.Now().After(deadline) {
-			return
+			return pending
 		}
 		time.Sleep(delay)
 	}

@@ -162,9 +162,14 @@ func (p *proc) endGroup(exit *sandbox.Exit, hadMembers bool) (unix.Rusage, error
 // on it (signalTree scanned it), and the root's PID (= SID) must stay
 // pinned while its zombies are looked for.
 func (p *proc) endSession(exit *sandbox.Exit) unix.Rusage {
-	reaper.reapGroup("", p.pid, time.Second)
+	pending := reaper.reapGroup("", p.pid, time.Second)
 	p.readAccounting(exit)
 	_, ru, _ := p.reapRoot()
+	if pending > 0 {
+		// Killed members still in their exit path: without a cgroup only
+		// the session names them, and reapRoot just unregistered it.
+		reaper.linger(p.pid)
+	}
 	return ru
 }
 

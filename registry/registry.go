@@ -91,7 +91,7 @@ type proc struct {
 	statsAt     time.Time // wall clock of the last backend read
 }
 
-func (p *proc) log(s Stream) *sandbox.OutputLog {
+func (p *proc) log(s Stream) sandbox.Log {
 	if s == Stderr {
 		return p.h.Stderr()
 	}

@@ -611,7 +611,7 @@ func (r *Registry) Spawn(ctx context.Context, req SpawnRequest) (Result, error) 
 
 // readAll reads a stream from its start, up to max bytes; truncated
 // reports any byte not returned (dropped, or beyond max).
-func readAll(l *sandbox.OutputLog, max int) ([]byte, bool) {
+func readAll(l sandbox.Log, max int) ([]byte, bool) {
 	var out []byte
 	var off, dropped int64
 	for len(out) < max {

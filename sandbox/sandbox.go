@@ -43,9 +43,9 @@ type Handle interface {
 	// PID is advisory (the host PID of the root process, 0 if unknown).
 	PID() int
 	// Stdin is nil unless the spec asked for StdinOpen.
-	Stdin() *Stdin
-	Stdout() *OutputLog
-	Stderr() *OutputLog
+	Stdin() StdinPipe
+	Stdout() Log
+	Stderr() Log
 	// Wait blocks until the process has settled (root exit plus bounded
 	// drain) or ctx ends. Idempotent: every caller gets the same Exit. A lost
 	// attachment is ErrUnavailable; ctx expiry returns ctx.Err().
@@ -66,6 +66,43 @@ type Handle interface {
 	// A running Handle-lifetime process gives ErrNotDetachable.
 	Release() error
 }
+
+// Log is the read side of one output stream, what the layers above read
+// through a Handle. Two implementations with the same semantics: the
+// in-process *OutputLog, and a keeper's log read over its socket
+// (keeper.RemoteLog), so the registry reads a process the same way whether
+// the daemon or a keeper holds it.
+type Log interface {
+	// ReadFrom reads from an absolute offset without consuming.
+	ReadFrom(off int64, max int) (Chunk, error)
+	// Drain reads from the log's own drain cursor and advances it.
+	Drain(max int) (Chunk, error)
+	// Ack says the reader is done with bytes before off (backpressure).
+	Ack(off int64)
+	// Changed is closed at the next change after the call (arm, then read
+	// End: no lost wake-up).
+	Changed() <-chan struct{}
+	Closed() bool
+	Dropped() int64
+	End() int64
+	Retained() int64
+}
+
+// StdinPipe is the write side of an open stdin: the in-process *Stdin, or
+// a keeper's over its socket.
+type StdinPipe interface {
+	// Write writes all of p or fails; a failure after n > 0 bytes leaves
+	// the stream torn (the caller closes it).
+	Write(ctx context.Context, p []byte) (int, error)
+	// Close closes stdin; idempotent.
+	Close() error
+	IsClosed() bool
+}
+
+var (
+	_ Log       = (*OutputLog)(nil)
+	_ StdinPipe = (*Stdin)(nil)
+)
 
 // Lifetime says whether a process can outlive its Handle.
 type Lifetime int
@@ -151,6 +188,17 @@ type Exit struct {
 	KilledFor LimitKind
 	// At is when the root process exited.
 	At time.Time
+	// Lost is set when the backend lost the process rather than saw it
+	// end: its keeper died, and a later one killed what was left (Signal
+	// SIGKILL) or found it gone (Code -1, its real status unknown).
+	Lost bool
+}
+
+// Lister is implemented by backends whose processes outlive the daemon
+// (the keeper's): List names every process the backend holds, so the
+// registry can end those that no journal entry owns.
+type Lister interface {
+	List(ctx context.Context) ([]Ref, error)
 }
 
 // TerminateMode selects graceful or forced termination.

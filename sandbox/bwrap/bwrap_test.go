@@ -100,7 +100,7 @@ func run(t *testing.T, e *env, spec sandbox.ProcessSpec) (string, string, sandbo
 	return out, errOut, ex
 }
 
-func readAll(t testing.TB, l *sandbox.OutputLog) string {
+func readAll(t testing.TB, l sandbox.Log) string {
 	t.Helper()
 	b, _ := backendtest.ReadAll(t, l)
 	return string(b)

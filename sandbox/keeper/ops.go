@@ -233,7 +233,7 @@ func (s *server) opWatch(ctx context.Context, raw json.RawMessage) (any, error) 
 func fired(off int64, st LogState) bool { return off >= 0 && (st.End > off || st.Closed) }
 
 // stdinOf is the open stdin of a live process.
-func (s *server) stdinOf(ref string) (*sandbox.Stdin, error) {
+func (s *server) stdinOf(ref string) (sandbox.StdinPipe, error) {
 	e, err := s.get(ref)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/bwrap"
 	"github.com/capsule-host/capsule-host/sandbox/local"
 )
 
@@ -33,6 +34,9 @@ type Config struct {
 	// NewBackend makes the embedded backend (default: the local backend).
 	// Serve only: a keeper started by Start uses the default.
 	NewBackend func() (sandbox.Backend, error)
+	// Bwrap, when set, makes the embedded backend bubblewrap (with these
+	// options) instead of the local backend; Start passes it on.
+	Bwrap *bwrap.Options
 	// NoCgroups gives the default backend local.Options.NoCgroups: for
 	// tests of the no-cgroup path, where only the session identifies a
 	// dead keeper's orphans.
@@ -57,7 +61,13 @@ func (c Config) withDefaults() Config {
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = 30 * time.Second
 	}
-	if c.NewBackend == nil {
+	switch {
+	case c.NewBackend != nil:
+	case c.Bwrap != nil:
+		opts := *c.Bwrap
+		opts.Name, opts.NoCgroups = c.Name, opts.NoCgroups || c.NoCgroups
+		c.NewBackend = func() (sandbox.Backend, error) { return bwrap.New(opts) }
+	default:
 		opts := local.Options{NoCgroups: c.NoCgroups}
 		c.NewBackend = func() (sandbox.Backend, error) { return local.New(opts) }
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capsule-host/capsule-host/sandbox/bwrap"
 	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
 
@@ -62,8 +63,16 @@ func Start(cfg Config) (*Process, error) {
 		return nil, fmt.Errorf("keeper ready pipe: %w", err)
 	}
 	defer r.Close()
-	cmd := reexec.Command(RoleName, "-dir", cfg.Dir, "-name", cfg.Name, "-frame-timeout", cfg.FrameTimeout.String(),
-		"-write-timeout", cfg.WriteTimeout.String(), "-no-cgroups="+strconv.FormatBool(cfg.NoCgroups), "-ready-fd", "3")
+	args := []string{"-dir", cfg.Dir, "-name", cfg.Name, "-frame-timeout", cfg.FrameTimeout.String(),
+		"-write-timeout", cfg.WriteTimeout.String(), "-no-cgroups=" + strconv.FormatBool(cfg.NoCgroups), "-ready-fd", "3"}
+	if cfg.Bwrap != nil {
+		b, err := json.Marshal(cfg.Bwrap)
+		if err != nil {
+			return nil, fmt.Errorf("keeper bwrap options: %w", err)
+		}
+		args = append(args, "-bwrap", string(b))
+	}
+	cmd := reexec.Command(RoleName, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // Stdin nil: /dev/null
 	cmd.Dir = "/"                       // never pin the starter's cwd (an old release dir)
 	cmd.ExtraFiles = []*os.File{w}
@@ -129,8 +138,16 @@ func roleMain(args []string) int {
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 0, "response write timeout")
 	fs.BoolVar(&cfg.NoCgroups, "no-cgroups", false, "no cgroups in the embedded local backend")
 	readyFD := fs.Int("ready-fd", -1, "descriptor to report readiness on")
+	bw := fs.String("bwrap", "", "bubblewrap options (JSON): embed bwrap instead of local")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *bw != "" {
+		cfg.Bwrap = new(bwrap.Options)
+		if err := json.Unmarshal([]byte(*bw), cfg.Bwrap); err != nil {
+			fmt.Fprintf(os.Stderr, "keeper: -bwrap: %v\n", err)
+			return 2
+		}
 	}
 	var ready *os.File
 	if *readyFD >= 0 {

@@ -16,18 +16,16 @@ import (
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
-// Log is the part of *sandbox.OutputLog the registry uses. Both an
-// OutputLog and a RemoteLog satisfy it with the same semantics, so the
-// integration step can define its seam as this interface.
-type Log interface {
-	ReadFrom(off int64, max int) (sandbox.Chunk, error)
-	Drain(max int) (sandbox.Chunk, error)
-	Ack(off int64)
-	Changed() <-chan struct{}
-	Closed() bool
-	Dropped() int64
-	End() int64
-	Retained() int64
+// Log is the seam's output log: an OutputLog of the embedded backend in
+// the keeper, a RemoteLog in the daemon.
+type Log = sandbox.Log
+
+// spillOf is the spill file of an embedded backend's log ("" if none).
+func spillOf(l Log) string {
+	if ol, ok := l.(*sandbox.OutputLog); ok {
+		return ol.SpillPath()
+	}
+	return ""
 }
 
 var (
@@ -139,7 +137,7 @@ func (s *server) recordExit(e *entry) {
 	}
 	e.exit = Exit{Exit: x, Reason: ReasonExited}
 	rec := exitRecord{Version: recordVer, Ref: e.id, PID: e.pid, Label: e.label, Exit: exitToWire(e.exit)}
-	rec.StdoutSpill, rec.StderrSpill = e.h.Stdout().SpillPath(), e.h.Stderr().SpillPath()
+	rec.StdoutSpill, rec.StderrSpill = spillOf(e.h.Stdout()), spillOf(e.h.Stderr())
 	if err := writeRecord(e.dir, exitFile, rec, true); err != nil {
 		s.logf("process %s: %v", e.id, err)
 	}

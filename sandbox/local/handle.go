@@ -19,13 +19,18 @@ func (p *proc) Ref() sandbox.Ref { return p.ref }
 func (p *proc) PID() int { return p.pid }
 
 // Stdin implements sandbox.Handle.
-func (p *proc) Stdin() *sandbox.Stdin { return p.stdin }
+func (p *proc) Stdin() sandbox.StdinPipe {
+	if p.stdin == nil {
+		return nil // never a typed nil in the interface
+	}
+	return p.stdin
+}
 
 // Stdout implements sandbox.Handle.
-func (p *proc) Stdout() *sandbox.OutputLog { return p.stdout }
+func (p *proc) Stdout() sandbox.Log { return p.stdout }
 
 // Stderr implements sandbox.Handle.
-func (p *proc) Stderr() *sandbox.OutputLog { return p.stderr }
+func (p *proc) Stderr() sandbox.Log { return p.stderr }
 
 // Done implements sandbox.Handle.
 func (p *proc) Done() <-chan struct{} { return p.done }

@@ -28,9 +28,14 @@ func (h *handle) Ref() sandbox.Ref {
 // PID is the container init's host pid (advisory).
 func (h *handle) PID() int { return h.c.st.InitPID }
 
-func (h *handle) Stdin() *sandbox.Stdin                          { return h.c.stdin }
-func (h *handle) Stdout() *sandbox.OutputLog                     { return h.c.logs[0] }
-func (h *handle) Stderr() *sandbox.OutputLog                     { return h.c.logs[1] }
+func (h *handle) Stdin() sandbox.StdinPipe {
+	if h.c.stdin == nil {
+		return nil // never a typed nil in the interface
+	}
+	return h.c.stdin
+}
+func (h *handle) Stdout() sandbox.Log                            { return h.c.logs[0] }
+func (h *handle) Stderr() sandbox.Log                            { return h.c.logs[1] }
 func (h *handle) Done() <-chan struct{}                          { return h.c.done }
 func (h *handle) Release() error                                 { h.released.Store(true); return nil }
 func (h *handle) Wait(ctx context.Context) (sandbox.Exit, error) { return h.c.wait(ctx) }

@@ -145,7 +145,7 @@ func (e *env) spec(argv ...string) sandbox.ProcessSpec {
 	}
 }
 
-func readAll(t testing.TB, l *sandbox.OutputLog) string {
+func readAll(t testing.TB, l sandbox.Log) string {
 	t.Helper()
 	b, _ := backendtest.ReadAll(t, l)
 	return string(b)

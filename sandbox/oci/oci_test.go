@@ -209,7 +209,7 @@ func TestTerminate(t *testing.T) {
 	})
 }
 
-func waitOutput(t *testing.T, l *sandbox.OutputLog, want string) {
+func waitOutput(t *testing.T, l sandbox.Log, want string) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {

@@ -9,6 +9,7 @@ import (
 // pushLocked appends an event to a scope's log, evicting the oldest beyond
 // retention, and wakes pollers.
 func (r *Registry) pushLocked(sc *scope, e evRec) {
+	r.reserveSeqLocked(sc)
 	e.ev.Seq = sc.nextSeq
 	sc.nextSeq++
 	sc.events = append(sc.events, e)
@@ -53,6 +54,7 @@ func (r *Registry) emitLogReady(p *proc, s Stream) bool {
 		return false
 	}
 	p.pending[s] = true
+	r.reserveSeqLocked(p.sc) // the seq read next is the one pushLocked uses
 	p.pendingSeq[s] = p.sc.nextSeq
 	r.pushLocked(p.sc, evRec{ev: Event{ID: p.id, Kind: EventLogReady, Stream: s}, p: p})
 	return true

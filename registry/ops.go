@@ -25,14 +25,19 @@ func (r *Registry) resolve(ctx context.Context, id string) (*proc, time.Duration
 	}
 	k := r.keyOf(id)
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	p := r.byKey[k]
 	if p == nil || p.own != o || p.forgotten || r.closed {
+		r.mu.Unlock()
 		return nil, 0, ErrNoSuchProcess
 	}
 	now := r.now()
 	idle := now.Sub(p.lastTouch)
 	p.lastTouch = now
+	due := r.touchDueLocked(p, now)
+	r.mu.Unlock()
+	if due {
+		r.journalTouch(p, now)
+	}
 	return p, idle, nil
 }
 
@@ -377,8 +382,17 @@ func (r *Registry) kill(ctx context.Context, p *proc) (Exit, error) {
 	return r.exitOf(p), nil
 }
 
-// exitOf records and returns the exit of a settled process.
+// exitOf records and returns the exit of a settled process. A handle may
+// learn of the settle a moment after Terminate returned (a keeper's
+// answers the terminate and the wait separately), so it waits for Done,
+// bounded.
 func (r *Registry) exitOf(p *proc) Exit {
+	t := time.NewTimer(5 * time.Second)
+	select {
+	case <-p.h.Done():
+	case <-t.C:
+	}
+	t.Stop()
 	r.recordExit(p)
 	r.mu.Lock()
 	defer r.mu.Unlock()

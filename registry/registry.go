@@ -2,7 +2,7 @@ package registry
 
 import (
 	"context"
-	"crypto/rand"
+	"crypto/cipher"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsule-host/capsule-host/registry/journal"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
@@ -39,10 +40,16 @@ type capsuleState struct {
 	exec    map[string]bool // allowed executables, symlinks resolved
 	literal map[string]bool // the same entries as written (for "not found")
 	entries int             // persistent entries, all principals
+	// adopted: a placeholder made by Adopt for processes of a capsule not
+	// (yet) registered; it has no policy and spawns nothing until
+	// RegisterCapsule gives it one.
+	adopted bool
 }
 
 // scope is the per-(capsule, principal) state: counters and the event log.
 type scope struct {
+	own      owner
+	seqLimit uint64 // with a journal: the first seq not yet reserved in it
 	running  int // both tiers
 	retained int // persistent entries, live or exited-unreleased
 	events   []evRec
@@ -89,6 +96,8 @@ type proc struct {
 	pendingSeq  [2]uint64 // its seq
 	stats       sandbox.Stats
 	statsAt     time.Time // wall clock of the last backend read
+	touchedJr   time.Time // the last touch written to the journal
+	detached    bool      // left running for the next daemon (Detach)
 }
 
 func (p *proc) log(s Stream) sandbox.Log {
@@ -112,6 +121,8 @@ type Registry struct {
 	log      *slog.Logger
 	hashKey  [32]byte // blake2b key for ID → map key
 	macKey   [32]byte // blake2b key for cursor tokens
+	sealer   cipher.AEAD
+	jr       *journal.Journal // nil: nothing is durable
 	now      func() time.Time
 	ownState bool // StateDir was created by New and is removed by Shutdown
 
@@ -135,6 +146,7 @@ func New(cfg Config) (*Registry, error) {
 	cfg = cfg.withDefaults()
 	r := &Registry{
 		cfg:        cfg,
+		jr:         cfg.Journal,
 		log:        cfg.Logger,
 		now:        time.Now,
 		capsules:   map[string]*capsuleState{},
@@ -148,11 +160,8 @@ func New(cfg Config) (*Registry, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
-	if _, err := rand.Read(r.hashKey[:]); err != nil {
-		return nil, fmt.Errorf("%w: registry hash key: %v", ErrInternal, err)
-	}
-	if _, err := rand.Read(r.macKey[:]); err != nil {
-		return nil, fmt.Errorf("%w: registry cursor key: %v", ErrInternal, err)
+	if err := r.setKeys(cfg.Keys); err != nil {
+		return nil, err
 	}
 	if r.cfg.StateDir == "" {
 		d, err := os.MkdirTemp("", "capsule-registry-")
@@ -224,7 +233,7 @@ func (r *Registry) RegisterCapsule(name string, p CapsulePolicy) error {
 		return fmt.Errorf("%w: registry is shut down", ErrUnavailable)
 	}
 	if cs := r.capsules[name]; cs != nil {
-		cs.policy, cs.exec, cs.literal = p, exec, literal
+		cs.policy, cs.exec, cs.literal, cs.adopted = p, exec, literal, false
 		r.log.Info("capsule reloaded: processes kept, new policy applies to new calls", "capsule", name, "entries", cs.entries)
 		return nil
 	}
@@ -269,18 +278,43 @@ func (r *Registry) EvictPrincipal(ctx context.Context, principal string) error {
 
 // Shutdown stops everything (reason removed), waits for the registry's
 // goroutines and stops the reaper. Later calls fail with ErrUnavailable.
-func (r *Registry) Shutdown(ctx context.Context) error {
+func (r *Registry) Shutdown(ctx context.Context) error { return r.shutdown(ctx, false) }
+
+// Detach shuts the registry down like Shutdown, except that persistent
+// processes that outlive the daemon (journaled, on a backend whose refs
+// are LifetimeBackend: the keeper's, OCI's) keep running and keep their
+// journal records, for the next daemon's Adopt. Everything else is
+// stopped (reason removed).
+func (r *Registry) Detach(ctx context.Context) error { return r.shutdown(ctx, true) }
+
+// keepable says whether p can be left to the next daemon.
+func (r *Registry) keepable(p *proc) bool {
+	return r.jr != nil && p.persistent && p.h != nil && !p.exited && p.h.Ref().Lifetime == sandbox.LifetimeBackend
+}
+
+func (r *Registry) shutdown(ctx context.Context, keep bool) error {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return nil
 	}
 	r.closed = true
-	victims := r.collectLocked(func(*proc) bool { return true }, ReasonRemoved)
+	var kept []*proc
+	victims := r.collectLocked(func(p *proc) bool {
+		if keep && r.keepable(p) {
+			p.detached = true // its watcher records no exit for it
+			kept = append(kept, p)
+			return false
+		}
+		return true
+	}, ReasonRemoved)
 	r.mu.Unlock()
 	close(r.reaperStop)
 	<-r.reaperDone
 	r.inflight.Wait() // spawns in flight see closed and kill their own process
+	for _, p := range kept {
+		p.h.Release()
+	}
 	n := r.stopAll(ctx, victims)
 	done := make(chan struct{})
 	go func() { r.workers.Wait(); close(done) }()
@@ -293,7 +327,11 @@ func (r *Registry) Shutdown(ctx context.Context) error {
 	if r.ownState && err == nil {
 		os.RemoveAll(r.cfg.StateDir)
 	}
-	r.log.Info("registry shut down: every process stopped (reason removed), reaper stopped", "stopped", n)
+	if keep {
+		r.log.Info("registry detached: persistent processes kept for the next daemon, the rest stopped (reason removed)", "kept", len(kept), "stopped", n)
+	} else {
+		r.log.Info("registry shut down: every process stopped (reason removed), reaper stopped", "stopped", n)
+	}
 	return err
 }
 
@@ -368,7 +406,7 @@ func (r *Registry) terminate(ctx context.Context, p *proc, grace time.Duration) 
 // slot and emits the exited event. Idempotent.
 func (r *Registry) recordExit(p *proc) {
 	r.mu.Lock()
-	done := p.exited || p.h == nil
+	done := p.exited || p.h == nil || p.detached
 	r.mu.Unlock()
 	if done {
 		return
@@ -382,28 +420,32 @@ func (r *Registry) recordExit(p *proc) {
 	ex, err := p.h.Wait(ctx)
 	cancel()
 	var e Exit
-	if err == nil {
-		e = ExitFrom(ex)
+	if err == nil && !(ex.Lost && ex.Signal == 0) {
+		e = ExitFrom(ex) // a lost process found already dead: status unknown
 	}
 	r.mu.Lock()
-	if p.exited {
+	if p.exited || p.detached {
 		r.mu.Unlock()
 		return
 	}
 	p.exited, p.exit, p.exitAt = true, e, r.now()
 	if !p.reasonSet {
-		p.reason, p.reasonSet = ReasonSelfExit, true
+		p.reason, p.reasonSet = lostOr(ex.Lost, ReasonSelfExit), true
 	}
 	p.sc.running--
 	if p.persistent && !p.forgotten {
 		r.pushLocked(p.sc, evRec{ev: Event{ID: p.id, Kind: EventExited, Exit: e, Reason: p.reason}, p: p})
 	}
-	reason := p.reason
+	reason, exitAt := p.reason, p.exitAt
 	r.mu.Unlock()
+	r.journalExit(p, e, ex, exitAt, reason)
 	if st := p.h.Stdin(); st != nil {
 		st.Close()
 	}
 	attrs := append(p.attrs(), "reason", reason.String())
+	if ex.Lost {
+		attrs = append(attrs, "keeper_lost", true)
+	}
 	if err != nil {
 		r.log.Warn("process exit unknown: backend lost it", append(attrs, "err", err)...)
 	} else {
@@ -441,11 +483,15 @@ func (r *Registry) forgetLocked(p *proc) {
 
 // cleanup releases the backend's resources of an exited process.
 func (r *Registry) cleanup(p *proc) {
+	r.journalForget(p)
 	if p.h == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if p.backend == nil {
+		return // a lost process: nothing of it is left anywhere
+	}
 	if err := p.backend.Cleanup(ctx, p.h.Ref()); err != nil {
 		r.log.Warn("backend cleanup failed", append(p.attrs(), "err", err)...)
 	}
@@ -458,7 +504,7 @@ func (r *Registry) cleanup(p *proc) {
 func (r *Registry) scopeLocked(o owner) *scope {
 	sc := r.scopes[o]
 	if sc == nil {
-		sc = &scope{nextSeq: 1, notify: make(chan struct{})}
+		sc = &scope{own: o, nextSeq: 1, notify: make(chan struct{})}
 		r.scopes[o] = sc
 	}
 	return sc

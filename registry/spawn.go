@@ -65,6 +65,9 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, o
 		return nil, err
 	}
 	be := r.cfg.Backends[pol.Backend]
+	if pb := r.cfg.Persistent[pol.Backend]; persist != nil && pb != nil {
+		be = pb // outlives the daemon (a keeper's)
+	}
 	if be == nil {
 		return nil, fmt.Errorf("%w: backend %q is not configured on this host", ErrUnavailable, pol.Backend)
 	}
@@ -126,7 +129,7 @@ func (r *Registry) capsuleFor(o owner) (capsuleSnap, error) {
 		return capsuleSnap{}, fmt.Errorf("%w: registry is shut down", ErrUnavailable)
 	}
 	cs := r.capsules[o.capsule]
-	if cs == nil {
+	if cs == nil || cs.adopted {
 		return capsuleSnap{}, fmt.Errorf("%w: capsule %q is not registered with the process registry", ErrCapabilityDenied, o.capsule)
 	}
 	return capsuleSnap{cs: cs, policy: cs.policy, exec: cs.exec, literal: cs.literal}, nil
@@ -483,21 +486,19 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 		r.log.Info("spawn failed", append(p.attrs(), "cmd", pr.spec.Argv[0], "err", err)...)
 		return err
 	}
+	now := r.now()
+	if err := r.journalSpawn(p, pr, h.Ref(), now); err != nil {
+		r.abandon(p, h)
+		r.log.Warn("spawn not journaled: process killed", append(p.attrs(), "err", err)...)
+		return err
+	}
 	r.mu.Lock()
 	if r.closed || p.reasonSet {
-		// Removed, evicted or shut down while starting: kill what we
-		// started, release the reservation.
-		r.unreserveLocked(p)
-		p.h = h
 		r.mu.Unlock()
-		fctx, cancel := context.WithTimeout(context.Background(), forceTerminateBound+r.cfg.Defaults.Drain)
-		h.Terminate(fctx, sandbox.Force)
-		cancel()
-		r.cleanup(p)
+		r.abandon(p, h)
 		return fmt.Errorf("%w: the capsule or principal was removed while the process started", ErrUnavailable)
 	}
-	now := r.now()
-	p.h, p.started, p.lastTouch = h, now, now
+	p.h, p.started, p.lastTouch, p.touchedJr = h, now, now, now
 	if p.persistent {
 		r.byKey[p.key] = p
 	}
@@ -510,6 +511,20 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 	}
 	r.log.Info("process spawned", append(p.attrs(), "tier", tier, "cmd", pr.spec.Argv[0], "label", p.label)...)
 	return nil
+}
+
+// abandon kills a process that was started but is not published (its
+// capsule was removed, the registry shut down, or its spawn could not be
+// journaled), releases its reservation and cleans up after it.
+func (r *Registry) abandon(p *proc, h sandbox.Handle) {
+	r.mu.Lock()
+	r.unreserveLocked(p)
+	p.h = h
+	r.mu.Unlock()
+	fctx, cancel := context.WithTimeout(context.Background(), forceTerminateBound+r.cfg.Defaults.Drain)
+	h.Terminate(fctx, sandbox.Force)
+	cancel()
+	r.cleanup(p)
 }
 
 // watch is a process's one goroutine: it turns output into coalesced

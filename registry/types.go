@@ -5,6 +5,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capsule-host/capsule-host/registry/journal"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
@@ -29,9 +30,29 @@ type Config struct {
 	HostEnv []string
 	// StateDir holds spill files (a private subdirectory per process).
 	StateDir string
+	// Persistent are the backends of persistent spawns, by the capsule's
+	// backend name, when they differ from Backends: the daemon's
+	// keeper-backed ones, whose processes outlive it. A name without an
+	// entry spawns persistent processes on Backends.
+	Persistent map[string]sandbox.Backend
+	// Journal, when set, makes persistent processes durable: every spawn
+	// is journaled before its ID is returned, exits and forgets are
+	// recorded, and Adopt takes back what an earlier daemon left. The
+	// registry does not close it.
+	Journal *journal.Journal
+	// Keys, when set, are the registry's secret keys (persisted by the
+	// daemon in the state directory), so IDs and cursors issued before a
+	// restart stay valid; nil: fresh random keys for this run.
+	Keys *Keys
 	Quotas   Quotas
 	Defaults Defaults
 	Logger   *slog.Logger
+}
+
+// Keys are the registry's secrets: Hash keys the ID → map-key hash, MAC
+// the cursor tokens, Seal the AEAD of IDs in the journal.
+type Keys struct {
+	Hash, MAC, Seal [32]byte
 }
 
 // Quotas are per-capsule caps. A manifest can only lower the host's.

@@ -58,6 +58,7 @@ func runDemo(e *env, o *opts, _ []string) error {
 	cfg := config.Default()
 	cfg.SetStateDir(tmp)
 	cfg.CallTimeout = config.Duration(20 * time.Second)
+	cfg.Processes.OnShutdown = config.OnShutdownStop // a demo leaves nothing running
 	lvl := slog.LevelWarn
 	if e.g.logLevel == "debug" {
 		lvl = slog.LevelDebug

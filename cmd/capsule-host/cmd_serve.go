@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
+	"github.com/capsule-host/capsule-host/host/config"
 )
 
 func init() {
@@ -18,12 +19,22 @@ $XDG_RUNTIME_DIR/capsule-host/capsule-host.sock, else
 <state dir>/capsule-host.sock. An optional loopback TCP listener with bearer
 tokens is enabled by [tcp] listen in the config.
 
+Persistent processes live in a keeper process, not in the daemon: a crash,
+restart or upgrade of serve does not end them. Before the first call, serve
+takes the state directory's lock (a second daemon on it is refused, naming
+the holder), opens the journal (<state dir>/journal.db) and re-adopts every
+journaled process; one that ended meanwhile reports its real exit, and a
+process no record owns is terminated and logged.
+
 On SIGTERM or SIGINT the daemon stops accepting calls, lets in-flight calls
-finish for shutdown_grace (then cancels them), stops every persistent
-process (they do not survive a restart) and logs what it stopped, removes
-the socket, and exits 0.`,
+finish for shutdown_grace (then cancels them), and then, by
+[processes] on_shutdown (or --on-shutdown): "keep" (default) leaves every
+persistent process running for the next daemon, "stop" stops them all.
+Either way it logs each one, removes the socket, and exits 0.`,
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.StringVar(&o.stateDir, "state-dir", "", "state `dir` (overrides the config's state_dir)")
+			fs.StringVar(&o.onShutdown, "on-shutdown", "", "`keep` or stop persistent processes when serve stops (overrides [processes] on_shutdown)")
+			fs.BoolVar(&o.salvage, "salvage-journal", false, "start on a damaged journal: keep the file aside and every record that can be read")
 		},
 		run: runServe,
 	})
@@ -39,6 +50,12 @@ func runServe(e *env, o *opts, _ []string) error {
 	}
 	if e.g.socket != "" {
 		cfg.Socket = e.g.socket
+	}
+	if o.onShutdown != "" {
+		if o.onShutdown != config.OnShutdownKeep && o.onShutdown != config.OnShutdownStop {
+			return &usageError{msg: fmt.Sprintf("--on-shutdown %q: want keep or stop", o.onShutdown)}
+		}
+		cfg.Processes.OnShutdown = o.onShutdown
 	}
 	lg, err := newLogger(e.stderr, e.g, cfg)
 	if err != nil {
@@ -59,7 +76,7 @@ func runServe(e *env, o *opts, _ []string) error {
 			return fmt.Errorf("listening on %s: %w", cfg.TCP.Listen, err)
 		}
 	}
-	rt, err := daemon.Open(e.ctx, cfg, daemon.Options{Engine: e.g.engine, Bundled: bundledFS, Version: binVersion(), Log: lg})
+	rt, err := daemon.Open(e.ctx, cfg, daemon.Options{Engine: e.g.engine, Bundled: bundledFS, Version: binVersion(), Log: lg, SalvageJournal: o.salvage})
 	if err != nil {
 		sock.Close()
 		if tcp != nil {

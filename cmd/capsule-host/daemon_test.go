@@ -53,6 +53,7 @@ func startDaemon(t testing.TB, mutate func(*config.Config)) *testDaemon {
 	cfg.Bundled = &f
 	cfg.Capsules = []string{testcapDir(t)}
 	cfg.ShutdownGrace = config.Duration(3 * time.Second)
+	cfg.Processes.OnShutdown = config.OnShutdownStop // tests leave nothing running
 	if mutate != nil {
 		mutate(cfg)
 	}

@@ -52,7 +52,7 @@ func TestE2EBuiltBinary(t *testing.T) {
 	}
 	defer logf.Close()
 	daemonLog := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	srv := exec.Command(bin, "serve", "--socket", sock, "--state-dir", state)
+	srv := exec.Command(bin, "serve", "--socket", sock, "--state-dir", state, "--on-shutdown", "stop")
 	srv.Env = envv
 	srv.Stdout = logf
 	srv.Stderr = logf

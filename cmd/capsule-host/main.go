@@ -118,6 +118,9 @@ type opts struct {
 	stateDir  string
 	keep      bool
 	check     bool
+	// serve
+	onShutdown string
+	salvage    bool
 }
 
 var commands []*command

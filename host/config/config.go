@@ -119,7 +119,17 @@ type Processes struct {
 	WaitCap       Duration `toml:"wait_cap"`
 	StopGrace     Duration `toml:"stop_grace"`
 	StopGraceCap  Duration `toml:"stop_grace_cap"`
+	// OnShutdown is what `serve` does with running persistent processes
+	// when it stops: "keep" (default) leaves them to their keeper for the
+	// next daemon, which re-adopts them; "stop" stops them all.
+	OnShutdown string `toml:"on_shutdown"`
 }
+
+// The values of processes.on_shutdown.
+const (
+	OnShutdownKeep = "keep"
+	OnShutdownStop = "stop"
+)
 
 // Guests bounds the guests' own (wasm linear) memory, as opposed to
 // [limits], which bounds the processes they start.
@@ -298,6 +308,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Processes.Path == "" {
 		c.Processes.Path = DefaultProcessPath
+	}
+	if c.Processes.OnShutdown == "" {
+		c.Processes.OnShutdown = OnShutdownKeep
 	}
 	if c.Guests.MemoryBytes == 0 {
 		c.Guests.MemoryBytes = DefaultGuestMemoryBytes

@@ -36,6 +36,7 @@ type procV1 struct {
 	RetentionDeadlineNS int64    `json:"retention_deadline_ns"`
 	Exit                *exitV1  `json:"exit"`
 	Reason              string   `json:"reason"`
+	SealedID            []byte   `json:"sealed_id"`
 }
 
 type exitV1 struct {
@@ -93,7 +94,10 @@ func toProcV1(p Process) procV1 {
 		StartedNS: unixNS(p.Started), LifetimeDeadlineNS: unixNS(p.LifetimeDeadline),
 		IdleTimeoutNS: int64(p.IdleTimeout), IdleDeadlineNS: unixNS(p.IdleDeadline),
 		ExitRetentionNS: int64(p.ExitRetention), RetentionDeadlineNS: unixNS(p.RetentionDeadline),
-		Reason: string(p.Reason),
+		Reason: string(p.Reason), SealedID: p.SealedID,
+	}
+	if len(w.SealedID) == 0 {
+		w.SealedID = nil // one spelling of "none": null
 	}
 	if len(w.Args) == 0 {
 		w.Args = nil // one spelling of "no arguments": null
@@ -114,7 +118,7 @@ func fromProcV1(w procV1) Process {
 		Started: fromNS(w.StartedNS), LifetimeDeadline: fromNS(w.LifetimeDeadlineNS),
 		IdleTimeout: time.Duration(w.IdleTimeoutNS), IdleDeadline: fromNS(w.IdleDeadlineNS),
 		ExitRetention: time.Duration(w.ExitRetentionNS), RetentionDeadline: fromNS(w.RetentionDeadlineNS),
-		Reason: Reason(w.Reason),
+		Reason: Reason(w.Reason), SealedID: w.SealedID,
 	}
 	if e := w.Exit; e != nil {
 		p.Exit = &Exit{Code: e.Code, Signal: e.Signal, KilledFor: e.KilledFor, At: fromNS(e.AtNS)}
@@ -142,6 +146,10 @@ func fromNS(ns int64) time.Time {
 	return time.Unix(0, ns).UTC()
 }
 
+// maxSealedID bounds Process.SealedID (a sealed 52-character ID is 92
+// bytes).
+const maxSealedID = 256
+
 // validateProcess is what a record must satisfy to be written or read.
 func validateProcess(p Process) error {
 	if err := validOwner(p.Owner); err != nil {
@@ -154,6 +162,9 @@ func validateProcess(p Process) error {
 	}
 	if err := validString("backend", p.Backend.Name, 1); err != nil {
 		return err
+	}
+	if len(p.SealedID) > maxSealedID {
+		return fmt.Errorf("sealed id is %d bytes (max %d)", len(p.SealedID), maxSealedID)
 	}
 	if len(p.Args) > 1<<16 {
 		return fmt.Errorf("%d arguments (max %d)", len(p.Args), 1<<16)

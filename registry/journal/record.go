@@ -56,6 +56,11 @@ type Process struct {
 	Exit *Exit
 	// Reason is why it ended (or is being ended); "" while unclaimed.
 	Reason Reason
+	// SealedID is the process ID sealed by the registry (AEAD under a key
+	// the journal never sees), so a restarted daemon can name its
+	// processes in lists and events again while no file holds an ID in
+	// plaintext. Opaque here; nil for none.
+	SealedID []byte
 }
 
 // BackendRef is sandbox.Ref in plain fields.

@@ -31,4 +31,8 @@ const (
 	IDHashKeyFile = "keys/id-hash.key"
 	// CursorMACKeyFile keys the MAC of read-since cursor tokens.
 	CursorMACKeyFile = "keys/cursor-mac.key"
+	// IDSealKeyFile keys the AEAD that seals each process ID in its
+	// journal record, so a restarted daemon can list and name its
+	// processes while no file holds an ID in plaintext.
+	IDSealKeyFile = "keys/id-seal.key"
 )

@@ -37,6 +37,7 @@ func startLive(t *testing.T, mutate func(*config.Config)) *liveDaemon {
 	cfg := config.Default()
 	cfg.SetStateDir(filepath.Join(dir, "state"))
 	cfg.Socket = filepath.Join(dir, "d.sock")
+	cfg.Processes.OnShutdown = config.OnShutdownStop // tests leave nothing running
 	off := false
 	cfg.Bundled = &off
 	tc, err := filepath.Abs("../../../../capsules/testcap")

@@ -33,6 +33,9 @@ type Options struct {
 	// Version is the binary's version, reported by health.
 	Version string
 	Log     *slog.Logger
+	// SalvageJournal starts on a damaged journal: the file is kept aside
+	// and every record that can be read is kept (serve --salvage-journal).
+	SalvageJournal bool
 }
 
 // Runtime is one host with its registry and backends.
@@ -44,6 +47,10 @@ type Runtime struct {
 	Version  string
 	Log      *slog.Logger
 	Started  time.Time
+	// Adopted is what the start took back from an earlier daemon.
+	Adopted registry.AdoptReport
+
+	durable *durable
 }
 
 // Open builds the runtime and loads every capsule: the bundled ones (when
@@ -72,7 +79,23 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, err
 	}
-	reg, err := openRegistry(cfg, set, lg)
+	dur, err := openDurable(cfg, o.SalvageJournal, lg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			dur.keep = true // a failed start ends nothing it did not start
+			dur.close(context.WithoutCancel(ctx))
+		}
+	}()
+	persistent, err := dur.persistentBackends(cfg, set)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := openRegistry(cfg, set, func(rc *registry.Config) {
+		rc.Persistent, rc.Journal, rc.Keys = persistent, dur.jr, &dur.keys
+	}, lg)
 	if err != nil {
 		return nil, err
 	}
@@ -80,14 +103,14 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			_ = reg.Shutdown(sctx)
+			_ = reg.Detach(sctx) // a failed start ends no process an earlier daemon left
 		}
 	}()
 	h, err := openHost(ctx, cfg, engine, reg, set.names(), lg)
 	if err != nil {
 		return nil, err
 	}
-	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now()}
+	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now(), durable: dur}
 	defer func() {
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -96,6 +119,11 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		}
 	}()
 	if err := loadCapsules(ctx, h, cfg, o.Bundled, lg); err != nil {
+		return nil, err
+	}
+	// Before the first call: every journaled process is back (or known
+	// lost), and nothing runs that no record owns.
+	if rt.Adopted, err = reg.Adopt(ctx); err != nil {
 		return nil, err
 	}
 	return rt, nil
@@ -153,8 +181,9 @@ func quotas(cfg *config.Config) registry.Quotas {
 
 // openRegistry starts the process registry, and gives a redacting log
 // handler the registry's keyed hash of process IDs.
-func openRegistry(cfg *config.Config, set backendSet, lg *slog.Logger) (*registry.Registry, error) {
+func openRegistry(cfg *config.Config, set backendSet, mut func(*registry.Config), lg *slog.Logger) (*registry.Registry, error) {
 	rcfg := registryConfig(cfg, set, lg)
+	mut(&rcfg)
 	if err := os.MkdirAll(rcfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", rcfg.StateDir, err)
 	}
@@ -259,29 +288,45 @@ func (rt *Runtime) CapsuleViews() []api.Capsule {
 }
 
 // Close ends the runtime: the host first (no more calls; instance-owned
-// ephemeral processes are reaped), then every persistent process is
-// stopped, each one logged, because processes do not survive a restart
-// yet and an operator must be able to see what was stopped.
+// ephemeral processes are reaped), then the registry under the shutdown
+// policy ([processes] on_shutdown): "keep" leaves every persistent
+// process that can outlive the daemon running, journaled, for the next
+// one; "stop" stops them all. Each one is logged either way.
 func (rt *Runtime) Close(ctx context.Context) error {
+	keep := rt.durable.keep
 	live := rt.Registry.OperatorList(registry.OperatorFilter{})
 	n := 0
+	verb := "stopping persistent process for shutdown"
+	if keep {
+		verb = "keeping persistent process for the next daemon"
+	}
 	for _, in := range live {
 		if in.Phase == registry.PhaseExited {
 			continue
 		}
 		n++
-		rt.Log.Info("stopping persistent process for shutdown", "capsule", in.Capsule, "principal", in.Principal, "proc", rt.Registry.LogID(in.ID), "label", in.Label)
+		rt.Log.Info(verb, "capsule", in.Capsule, "principal", in.Principal, "proc", rt.Registry.LogID(in.ID), "label", in.Label)
 	}
-	rt.Log.Info("stopping persistent processes: they do not survive a daemon restart", "running", n, "retained", len(live))
+	rt.Log.Info("shutting down", "on_shutdown", rt.Config.Processes.OnShutdown, "running", n, "retained", len(live))
 	var errs []error
 	if err := rt.Host.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("closing the host: %w", err))
 	}
-	if err := rt.Registry.Shutdown(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("stopping persistent processes: %w", err))
-		rt.Log.Error("stopping persistent processes failed", "err", err)
+	shut := rt.Registry.Shutdown
+	if keep {
+		shut = rt.Registry.Detach
+	}
+	if err := shut(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("closing the registry: %w", err))
+		rt.Log.Error("closing the registry failed", "err", err)
+	} else if keep {
+		rt.Log.Info("persistent processes kept running for the next daemon", "kept", n)
 	} else {
 		rt.Log.Info("persistent processes stopped", "stopped", n)
+	}
+	if err := rt.durable.close(ctx); err != nil {
+		errs = append(errs, err)
+		rt.Log.Error("closing the keepers, journal or lock failed", "err", err)
 	}
 	return errors.Join(errs...)
 }

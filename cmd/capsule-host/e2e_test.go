@@ -31,12 +31,7 @@ func TestE2EBuiltBinary(t *testing.T) {
 		t.Fatal("the binary has no bundled capsules: capsules/embed.go must embed the shell capsule")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "capsule-host")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := builtBinary(t)
 	sock := filepath.Join(dir, "run", "capsule-host.sock")
 	state := filepath.Join(dir, "state")
 	// A clean environment: no user config, no XDG paths of the machine.

@@ -94,7 +94,7 @@ test: hygiene funclen deps go-deps build purego verify-capsules vet unit abi-tes
 # (a few iterations, figures indicative only); the published figures need
 # the default on a quiet machine. BENCH_WASMTIME_PKGS= skips the cgo leg.
 BENCHTIME           ?= 2s
-BENCH_PKGS          ?= ./sandbox/... ./registry/... ./host/...
+BENCH_PKGS          ?= ./sandbox/... ./registry/... ./host/... ./cmd/capsule-host/
 BENCH_WASMTIME_PKGS ?= ./host/engine/wasmtime/
 
 bench:

@@ -26,7 +26,7 @@ var (
 
 // builtBinary builds the command once per test binary (CGO off, as
 // shipped) into a directory removed at exit by the OS's temp cleaner.
-func builtBinary(t *testing.T) string {
+func builtBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "capsule-host-bin-")
@@ -54,7 +54,7 @@ type daemonProc struct {
 	err    error
 }
 
-func startServe(t *testing.T, bin, dir string, args ...string) *daemonProc {
+func startServe(t testing.TB, bin, dir string, args ...string) *daemonProc {
 	t.Helper()
 	logf, err := os.OpenFile(filepath.Join(dir, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -78,7 +78,7 @@ func startServe(t *testing.T, bin, dir string, args ...string) *daemonProc {
 }
 
 // awaitServing polls until the daemon answers health, bounded.
-func awaitServing(t *testing.T, c *api.Client, d *daemonProc) time.Duration {
+func awaitServing(t testing.TB, c *api.Client, d *daemonProc) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for deadline := start.Add(90 * time.Second); ; {
@@ -101,7 +101,7 @@ func awaitServing(t *testing.T, c *api.Client, d *daemonProc) time.Duration {
 
 // shellCall calls a tool of the shell capsule; a tool error comes back
 // as its code.
-func shellCall(t *testing.T, c *api.Client, principal, tool string, in any) (map[string]any, string) {
+func shellCall(t testing.TB, c *api.Client, principal, tool string, in any) (map[string]any, string) {
 	t.Helper()
 	b, _ := json.Marshal(in)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -127,7 +127,7 @@ func shellCall(t *testing.T, c *api.Client, principal, tool string, in any) (map
 
 // counterLines checks that text is "MARK 1\nMARK 2\n..." with no gap
 // and no repeat from first on, and returns the last number.
-func counterLines(t *testing.T, what, mark, text string, first int) int {
+func counterLines(t testing.TB, what, mark, text string, first int) int {
 	t.Helper()
 	want := first
 	for _, ln := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
@@ -144,7 +144,7 @@ func counterLines(t *testing.T, what, mark, text string, first int) int {
 }
 
 // readAllLogs reads a process's stdout from the start to its current end.
-func readAllLogs(t *testing.T, c *api.Client, principal, id string) string {
+func readAllLogs(t testing.TB, c *api.Client, principal, id string) string {
 	t.Helper()
 	var sb strings.Builder
 	cursor := ""
@@ -336,7 +336,7 @@ func testRestart(t *testing.T, bin string, how restartHow) {
 }
 
 // endServe stops a serve started with --on-shutdown stop.
-func endServe(t *testing.T, d *daemonProc) {
+func endServe(t testing.TB, d *daemonProc) {
 	t.Helper()
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -346,7 +346,7 @@ func endServe(t *testing.T, d *daemonProc) {
 	}
 }
 
-func copyFile(t *testing.T, src, dst string) {
+func copyFile(t testing.TB, src, dst string) {
 	t.Helper()
 	b, err := os.ReadFile(src)
 	if err != nil {
@@ -434,7 +434,7 @@ func TestKeeperKilled(t *testing.T) {
 }
 
 // processExit is the exit code (or "signal N") list_processes reports.
-func processExit(t *testing.T, c *api.Client, principal, id string) string {
+func processExit(t testing.TB, c *api.Client, principal, id string) string {
 	t.Helper()
 	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		m, code := shellCall(t, c, principal, "list_processes", map[string]any{})
@@ -462,7 +462,7 @@ func processExit(t *testing.T, c *api.Client, principal, id string) string {
 }
 
 // waitNoMarked polls until no process runs the test's scripts.
-func waitNoMarked(t *testing.T, mark string, d time.Duration) {
+func waitNoMarked(t testing.TB, mark string, d time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
 		left := withMarker(mark)
@@ -477,7 +477,7 @@ func waitNoMarked(t *testing.T, mark string, d time.Duration) {
 
 // stopMarked kills whatever of the test is left (a failed run), so no
 // process outlives the test.
-func stopMarked(t *testing.T, mark string) {
+func stopMarked(t testing.TB, mark string) {
 	for _, s := range withMarker(mark) {
 		if pid, err := strconv.Atoi(strings.Fields(s)[0]); err == nil {
 			syscall.Kill(pid, syscall.SIGKILL)

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+)
+
+// adoptTook is the registry's own figure in the daemon log.
+var adoptTook = regexp.MustCompile(`msg="journal adopted".* running=(\d+) .*took=(\S+)`)
+
+// BenchmarkReadopt is the issue's re-adoption figure: READOPT_N (default
+// 1000) live persistent processes, kill -9 of serve, and a new serve on
+// the same state; reported: the time from its exec to the first served
+// call (goal ≤ 1 s), and the registry's share (Adopt: the journal read,
+// one attach per process, the orphan sweep).
+func BenchmarkReadopt(b *testing.B) {
+	n := 1000
+	if v, err := strconv.Atoi(os.Getenv("READOPT_N")); err == nil && v > 0 {
+		n = v
+	}
+	bin := builtBinary(b)
+	for i := 0; i < b.N; i++ {
+		first, adopt, got := readoptOnce(b, bin, n)
+		b.ReportMetric(float64(first.Milliseconds()), "first-call-ms")
+		b.ReportMetric(float64(adopt.Milliseconds()), "adopt-ms")
+		b.ReportMetric(float64(got), "adopted")
+	}
+}
+
+func readoptOnce(b *testing.B, bin string, n int) (first, adopt time.Duration, got int) {
+	b.StopTimer()
+	dir := b.TempDir()
+	per := 64
+	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf("[quotas]\nmax_concurrent = %d\nmax_retained = %d\nmax_entries = %d\n", per, per, n+per)), 0o600)
+	mark := fmt.Sprintf("readopt-%d", time.Now().UnixNano())
+	d1 := startServe(b, bin, dir)
+	c := api.NewUnix(filepath.Join(dir, "d.sock"))
+	awaitServing(b, c, d1)
+	for i := 0; i < n; i++ {
+		if _, code := shellCall(b, c, fmt.Sprintf("p%d", i/per), "spawn_background_process", map[string]any{"command": "exec sleep 1000 # " + mark}); code != "" {
+			b.Fatalf("spawn %d: %s", i, code)
+		}
+	}
+	d1.cmd.Process.Signal(syscall.SIGKILL)
+	<-d1.exited
+	b.StartTimer()
+	d2 := startServe(b, bin, dir, "--on-shutdown", "stop")
+	first = awaitServing(b, c, d2)
+	b.StopTimer()
+	log, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+	ms := adoptTook.FindAllSubmatch(log, -1)
+	if len(ms) == 0 {
+		b.Fatal("no adoption line in the daemon log")
+	}
+	last := ms[len(ms)-1]
+	got, _ = strconv.Atoi(string(last[1]))
+	adopt, _ = time.ParseDuration(string(last[2]))
+	endServe(b, d2)
+	return first, adopt, got
+}

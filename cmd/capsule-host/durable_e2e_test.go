@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +112,8 @@ func shellCall(t testing.TB, c *api.Client, principal, tool string, in any) (map
 	switch {
 	case errors.As(err, &ae) && ae.Code == "tool-error" && isNoSuchProcess(ae.Message):
 		return nil, "no-such-process" // the shell capsule's one classifier (cmd_demo.go)
+	case errors.As(err, &ae) && ae.Code == "tool-error":
+		return nil, ae.Code // another tool error (a quota, ...): the caller decides
 	case err != nil:
 		t.Fatalf("%s as %s: %v", tool, principal, err)
 	}
@@ -483,4 +486,142 @@ func stopMarked(t testing.TB, mark string) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// TestCrashPoints kills serve at random moments while spawns and kills
+// run (so at every step of a spawn, over the rounds), restarts it on the
+// same state each time, and checks after each restart: every live
+// process is one the registry lists as running and vice versa (no orphan,
+// no dangling entry), and the concurrency quota is exact (a principal can
+// start exactly max_concurrent minus its running processes).
+func TestCrashPoints(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIP: -short: builds the binary and kills it repeatedly")
+	}
+	const maxConc, rounds = 6, 8
+	bin := builtBinary(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf("[quotas]\nmax_concurrent = %d\nmax_retained = 256\nmax_entries = 1024\n", maxConc)), 0o600)
+	mark := fmt.Sprintf("crashpt-%d", time.Now().UnixNano())
+	t.Cleanup(func() { stopMarked(t, mark) })
+	c := api.NewUnix(filepath.Join(dir, "d.sock"))
+	principals := []string{"p0", "p1", "p2"}
+	cmd := map[string]any{"command": "sleep 1000 # " + mark}
+	for round := 0; round < rounds; round++ {
+		d := startServe(t, bin, dir)
+		awaitServing(t, c, d)
+		checkCrashInvariants(t, c, round, principals, mark, maxConc)
+		// Churn: spawns and kills from two goroutines, then kill -9 at a
+		// random moment (20–400 ms in).
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := 0; w < 2; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					p := principals[(i+w)%len(principals)]
+					b, _ := json.Marshal(cmd)
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					res, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: "spawn_background_process", Input: b, Principal: p})
+					cancel()
+					if err == nil && i%3 == 0 {
+						var m map[string]any
+						if json.Unmarshal(res.Output, &m) == nil && m["id"] != nil {
+							kb, _ := json.Marshal(map[string]any{"id": m["id"], "grace_ms": 0})
+							ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+							c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: "kill_process", Input: kb, Principal: p})
+							cancel()
+						}
+					}
+				}
+			}()
+		}
+		time.Sleep(time.Duration(20+(round*53)%380) * time.Millisecond) // the kill moment, varied per round
+		d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.exited
+		close(stop)
+		wg.Wait()
+	}
+	d := startServe(t, bin, dir, "--on-shutdown", "stop")
+	awaitServing(t, c, d)
+	checkCrashInvariants(t, c, rounds, principals, mark, maxConc)
+	if b, err := os.ReadFile(filepath.Join(dir, "daemon.log")); err == nil {
+		orphans := 0
+		for _, m := range regexp.MustCompile(`orphans_terminated=(\d+)`).FindAllSubmatch(b, -1) {
+			n, _ := strconv.Atoi(string(m[1]))
+			orphans += n
+		}
+		t.Logf("%d rounds: %d unjournaled processes (spawns cut off before their record) terminated by Adopt", rounds, orphans)
+	}
+	endServe(t, d)
+	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// checkCrashInvariants: live processes == listed running ones, and the
+// concurrency quota of each principal is exact.
+func checkCrashInvariants(t *testing.T, c *api.Client, round int, principals []string, mark string, maxConc int) {
+	t.Helper()
+	running := func() int {
+		n := 0
+		for _, p := range principals {
+			m, code := shellCall(t, c, p, "list_processes", map[string]any{})
+			if code != "" {
+				t.Fatalf("round %d: list as %s: %s", round, p, code)
+			}
+			for _, e := range m["processes"].([]any) {
+				if e.(map[string]any)["running"] == true {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	var want, alive int
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		want, alive = running(), len(withMarker(mark))
+		if want == alive || time.Now().After(end) {
+			break
+		}
+	}
+	if want != alive {
+		t.Fatalf("round %d: %d processes listed as running, %d alive: %v", round, want, alive, withMarker(mark))
+	}
+	for _, p := range principals {
+		m, _ := shellCall(t, c, p, "list_processes", map[string]any{})
+		r := 0
+		for _, e := range m["processes"].([]any) {
+			if e.(map[string]any)["running"] == true {
+				r++
+			}
+		}
+		started := 0
+		for i := 0; i <= maxConc; i++ {
+			_, code := shellCall(t, c, p, "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
+			if code != "" {
+				break
+			}
+			started++
+		}
+		if started != maxConc-r {
+			t.Fatalf("round %d: %s had %d running and could start %d more, want exactly %d (quota %d)", round, p, r, started, maxConc-r, maxConc)
+		}
+		// Free half the slots, so the next round's churn spawns again.
+		m, _ = shellCall(t, c, p, "list_processes", map[string]any{})
+		killed := 0
+		for _, e := range m["processes"].([]any) {
+			if em := e.(map[string]any); em["running"] == true && killed < maxConc/2 {
+				if _, code := shellCall(t, c, p, "kill_process", map[string]any{"id": em["id"], "grace_ms": 0}); code != "" {
+					t.Fatalf("round %d: kill: %s", round, code)
+				}
+				killed++
+			}
+		}
+	}
+	t.Logf("round %d: %d running before the top-up, all alive, quotas exact", round, want)
 }

@@ -6,11 +6,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	"github.com/capsule-host/capsule-host/internal/procfs"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 // adoptTook is the registry's own figure in the daemon log.
@@ -65,4 +68,67 @@ func readoptOnce(b *testing.B, bin string, n int) (first, adopt time.Duration, g
 	adopt, _ = time.ParseDuration(string(last[2]))
 	endServe(b, d2)
 	return first, adopt, got
+}
+
+// BenchmarkLiveCost is the issue's cost figure: daemon plus keeper per
+// live persistent process (N `sleep` processes spawned through the shell
+// capsule), against a tmux server per session, in the same run.
+// LIVECOST_N picks the Ns (default 10,100,500).
+func BenchmarkLiveCost(b *testing.B) {
+	ns := []int{10, 100, 500}
+	if env := os.Getenv("LIVECOST_N"); env != "" {
+		ns = nil
+		for _, f := range strings.Split(env, ",") {
+			if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 1 {
+				ns = append(ns, n)
+			}
+		}
+	}
+	bin := builtBinary(b)
+	for _, n := range ns {
+		b.Run(fmt.Sprintf("daemon+keeper-%d", n), func(b *testing.B) {
+			for range b.N {
+				one, all := liveCost(b, bin, n)
+				testutil.ReportFootprint(b, one, all, n)
+			}
+		})
+		b.Run(fmt.Sprintf("tmux-%d", n), func(b *testing.B) {
+			for range b.N {
+				one, all := testutil.TmuxFootprint(b, n)
+				testutil.ReportFootprint(b, one, all, n)
+			}
+		})
+	}
+}
+
+func liveCost(b *testing.B, bin string, n int) (one, all procfs.Footprint) {
+	dir := b.TempDir()
+	const per = 64
+	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf("[quotas]\nmax_concurrent = %d\nmax_retained = %d\nmax_entries = %d\n", per, per, n+per)), 0o600)
+	d := startServe(b, bin, dir, "--on-shutdown", "stop")
+	defer endServe(b, d)
+	c := api.NewUnix(filepath.Join(dir, "d.sock"))
+	awaitServing(b, c, d)
+	measure := func() procfs.Footprint {
+		lock, err := os.ReadFile(filepath.Join(dir, "state", "keeper", "local", "keeper.lock"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		kpid, _ := strconv.Atoi(strings.Fields(string(lock))[0])
+		df, err1 := procfs.ReadFootprint(d.cmd.Process.Pid)
+		kf, err2 := procfs.ReadFootprint(kpid)
+		if err1 != nil || err2 != nil {
+			b.Fatal(err1, err2)
+		}
+		return df.Add(kf)
+	}
+	for i := 0; i < n; i++ {
+		if _, code := shellCall(b, c, fmt.Sprintf("p%d", i/per), "spawn_background_process", map[string]any{"command": "exec sleep 1000"}); code != "" {
+			b.Fatalf("spawn %d: %s", i, code)
+		}
+		if i == 0 {
+			one = measure()
+		}
+	}
+	return one, measure()
 }

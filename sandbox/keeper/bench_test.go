@@ -1,57 +1,25 @@
 package keeper_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/procfs"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/sandbox/keeper"
 )
 
-// footprint is what a server process costs: resident memory, open
-// descriptors and threads.
-type footprint struct{ rssKiB, fds, threads int }
-
-func measure(tb testing.TB, pid int) footprint {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+func measure(tb testing.TB, pid int) procfs.Footprint {
+	fp, err := procfs.ReadFootprint(pid)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
-	var fp footprint
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		k, v, _ := strings.Cut(s.Text(), ":")
-		n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		switch k {
-		case "VmRSS":
-			fp.rssKiB = n
-		case "Threads":
-			fp.threads = n
-		}
-	}
-	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	fp.fds = len(ents)
 	return fp
-}
-
-// report states the per-process cost as the growth from 1 to n processes
-// (the server's fixed cost, binary and runtime included, cancels out).
-func report(b *testing.B, one, all footprint, n int) {
-	per := func(a, z int) float64 { return float64(z-a) / float64(n-1) }
-	b.ReportMetric(per(one.rssKiB, all.rssKiB), "KiB-rss/proc")
-	b.ReportMetric(per(one.fds, all.fds), "fds/proc")
-	b.ReportMetric(per(one.threads, all.threads), "threads/proc")
-	b.ReportMetric(float64(all.rssKiB), "KiB-rss-total")
 }
 
 // BenchmarkKeeperMemory compares the keeper's cost per persistent process
@@ -75,9 +43,6 @@ func BenchmarkKeeperMemory(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("tmux-%d", n), func(b *testing.B) {
-			if _, err := exec.LookPath("tmux"); err != nil {
-				b.Skip("SKIP: tmux is not installed: no tmux comparison")
-			}
 			for range b.N {
 				benchTmux(b, n)
 			}
@@ -110,7 +75,7 @@ func benchKeeper(b *testing.B, n int) {
 	}()
 	sp := spec("keeper-test-bench", "/usr/bin/sleep", "1000")
 	sp.Output.SpillBytes = 0
-	var one footprint
+	var one procfs.Footprint
 	for i := 0; i < n; i++ {
 		if _, err := c.Start(ctx, sp); err != nil {
 			b.Fatal(err)
@@ -120,35 +85,12 @@ func benchKeeper(b *testing.B, n int) {
 		}
 	}
 	all := measure(b, p.PID)
-	report(b, one, all, n)
+	testutil.ReportFootprint(b, one, all, n)
 	b.Logf("keeper N=%d: 1 process %+v, %d processes %+v", n, one, n, all)
 }
 
 func benchTmux(b *testing.B, n int) {
-	sock := fmt.Sprintf("keeper-test-bench-%d-%d", os.Getpid(), n)
-	tmux := func(args ...string) string {
-		out, err := exec.Command("tmux", append([]string{"-L", sock, "-f", "/dev/null"}, args...)...).Output()
-		if err != nil {
-			b.Fatalf("tmux %v: %v", args, err)
-		}
-		return strings.TrimSpace(string(out))
-	}
-	var one footprint
-	var pid int
-	for i := 0; i < n; i++ {
-		tmux("new-session", "-d", "sleep 1000")
-		if i == 0 {
-			pid, _ = strconv.Atoi(tmux("display-message", "-p", "#{pid}"))
-			path := tmux("display-message", "-p", "#{socket_path}")
-			defer func() {
-				exec.Command("tmux", "-L", sock, "kill-server").Run()
-				waitDead(b, pid, 0, 30*time.Second)
-				os.Remove(path)
-			}()
-			one = measure(b, pid)
-		}
-	}
-	all := measure(b, pid)
-	report(b, one, all, n)
+	one, all := testutil.TmuxFootprint(b, n)
+	testutil.ReportFootprint(b, one, all, n)
 	b.Logf("tmux N=%d: 1 session %+v, %d sessions %+v", n, one, n, all)
 }

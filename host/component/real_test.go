@@ -79,3 +79,19 @@ func TestRealComponents(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkParseReal: parsing and checking the jco-wrapped testcap
+// (about 4.5 MB), the work Load adds in front of Compile.
+func BenchmarkParseReal(b *testing.B) {
+	path := componenttest.Wrap(b, filepath.Join(componenttest.Root(), "capsules/testcap/testcap.wasm"), "capsule:guest/capsule")
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(bin)))
+	for b.Loop() {
+		if err := component.CheckCore(bin, served); !errors.Is(err, component.ErrUnsupported) {
+			b.Fatal(err)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/capsule-host/capsule-host/host/component"
 	"github.com/capsule-host/capsule-host/host/engine"
 	"github.com/capsule-host/capsule-host/host/manifest"
 	"github.com/capsule-host/capsule-host/registry"
@@ -337,6 +338,11 @@ func (h *Host) Load(ctx context.Context, dir string) (*Capsule, error) {
 	wasm, sum, err := readModule(m)
 	if err != nil {
 		return nil, err
+	}
+	// A component is refused here with a *component.Error naming what
+	// is unsupported, never the engine's "invalid version header".
+	if err := component.CheckCore(wasm, servedModules()); err != nil {
+		return nil, fmt.Errorf("capsule %q: %s: %w", m.Name, m.Module, err)
 	}
 	mod, err := h.eng.Compile(ctx, wasm)
 	if err != nil {

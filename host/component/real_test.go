@@ -1,0 +1,97 @@
+package component_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/capsule-host/capsule-host/host/component"
+	"github.com/capsule-host/capsule-host/host/component/componenttest"
+)
+
+var served = []string{"capsule:process/host@1.0.0", "capsule:process/host@1.1.0"}
+
+// TestRealComponents parses what jco makes of our own core capsules and
+// checks the structure wit-component gives them, then that CheckCore
+// refuses them by name (WASI 0.2, imported by the preview1 adapter).
+func TestRealComponents(t *testing.T) {
+	for _, tc := range []struct{ core, world, iface string }{
+		{"capsules/testcap/testcap.wasm", "capsule:guest/capsule", "capsule:process/host@1.1.0"},
+		{"capsules/testcap10/testcap10.wasm", "capsule:guest/capsule-ephemeral", "capsule:process/host@1.0.0"},
+	} {
+		t.Run(filepath.Base(tc.core), func(t *testing.T) {
+			path := componenttest.Wrap(t, filepath.Join(componenttest.Root(), tc.core), tc.world)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k, err := component.Detect(b); k != component.KindComponent || err != nil {
+				t.Fatalf("Detect = %v, %v", k, err)
+			}
+			c, err := component.Parse(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// main module, adapter, shim, fixups
+			if len(c.CoreModules) < 2 || len(c.Components) != 1 {
+				t.Fatalf("%d core modules, %d nested components", len(c.CoreModules), len(c.Components))
+			}
+			var imports []string
+			for _, im := range c.Imports {
+				if im.Sort == component.SortInstance {
+					imports = append(imports, im.Name)
+				}
+			}
+			if !slices.Contains(imports, tc.iface) || !slices.ContainsFunc(imports, func(n string) bool { return strings.HasPrefix(n, "wasi:cli/environment@0.2.") }) {
+				t.Fatalf("imports %v", imports)
+			}
+			if len(c.Exports) != 1 || c.Exports[0].Name != "capsule:guest/tool@1.0.0" || c.Exports[0].Sort != component.SortInstance {
+				t.Fatalf("exports %+v", c.Exports)
+			}
+			// describe (no params: no realloc) and call (string params);
+			// both return pointers, so both have a post-return.
+			lifts, reallocs := 0, 0
+			for _, cn := range c.Canons {
+				if cn.Kind == component.CanonLift {
+					lifts++
+					if cn.Memory < 0 || cn.PostReturn < 0 {
+						t.Fatalf("lift without memory or post-return: %+v", cn)
+					}
+					if cn.Realloc >= 0 {
+						reallocs++
+					}
+				}
+			}
+			if lifts != 2 || reallocs != 1 {
+				t.Fatalf("%d canon lifts (%d with realloc), want 2 (1)", lifts, reallocs)
+			}
+			err = component.CheckCore(b, served)
+			var e *component.Error
+			if !errors.Is(err, component.ErrUnsupported) || !errors.As(err, &e) || !strings.HasPrefix(e.Construct, `import "wasi:`) || e.Section != "import" {
+				t.Fatalf("CheckCore = %v", err)
+			}
+			if !strings.Contains(err.Error(), "Capsule.toml") || strings.Contains(err.Error(), "version header") {
+				t.Fatalf("message %q", err)
+			}
+		})
+	}
+}
+
+// BenchmarkParseReal: parsing and checking the jco-wrapped testcap
+// (about 4.5 MB), the work Load adds in front of Compile.
+func BenchmarkParseReal(b *testing.B) {
+	path := componenttest.Wrap(b, filepath.Join(componenttest.Root(), "capsules/testcap/testcap.wasm"), "capsule:guest/capsule")
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(bin)))
+	for b.Loop() {
+		if err := component.CheckCore(bin, served); !errors.Is(err, component.ErrUnsupported) {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,254 @@
+package component
+
+// isPrimitive reports whether c is a primitive value type code
+// (bool 0x7f down to string 0x73); error-context (0x64) is async-only.
+func isPrimitive(c byte) bool { return c >= 0x73 && c <= 0x7f }
+
+// valType reads a valtype: a primitive code or a type index.
+func (s *scope) valType(r *reader) {
+	c := r.peek()
+	switch {
+	case r.err != nil:
+	case isPrimitive(c):
+		r.byte()
+	case c == 0x64:
+		r.refuse("error-context type", "error-context belongs to async; build without async")
+	default:
+		i := r.s33()
+		if i < 0 && r.err == nil {
+			r.fail("unknown value type code %d", i)
+			return
+		}
+		s.check(r, SortType, uint32(i))
+	}
+}
+
+func (s *scope) optValType(r *reader) {
+	switch b := r.byte(); b {
+	case 0x00:
+	case 0x01:
+		s.valType(r)
+	default:
+		r.fail("bad optional value type flag %#x", b)
+	}
+}
+
+// typeDef reads one type-section entry (also a type declaration inside
+// a component or instance type) and adds it to the type index space.
+func (s *scope) typeDef(r *reader) {
+	switch c := r.peek(); {
+	case r.err != nil:
+	case c == 0x40:
+		r.byte()
+		s.vec(r, 2, func(r *reader) { r.name(); s.valType(r) })
+		s.results(r)
+	case c == 0x41 || c == 0x42:
+		r.byte()
+		s.declType(r, c == 0x41)
+	case c == 0x3f:
+		r.byte()
+		if r.byte() != 0x7f {
+			r.fail("resource representation other than i32")
+		}
+		switch b := r.byte(); b {
+		case 0x00:
+		case 0x01:
+			s.check(r, SortCoreFunc, r.u32())
+		default:
+			r.fail("bad resource destructor flag %#x", b)
+		}
+	case c == 0x3e:
+		r.refuse("resource type with an async destructor", "build without async")
+	case c == 0x43:
+		r.refuse("async func type", "build without async")
+	default:
+		s.defValType(r)
+	}
+	if r.err == nil {
+		s.add(SortType)
+		s.c.Types++
+	}
+}
+
+func (s *scope) results(r *reader) {
+	switch b := r.byte(); b {
+	case 0x00:
+		s.valType(r)
+	case 0x01: // none (0x01 0x00), or the pre-0.2 named results
+		s.vec(r, 2, func(r *reader) { r.name(); s.valType(r) })
+	default:
+		r.fail("bad result list %#x", b)
+	}
+}
+
+// defValType reads a defined value type (record, variant, list, ...).
+func (s *scope) defValType(r *reader) {
+	label := func(r *reader) { r.name() }
+	switch c := r.byte(); {
+	case isPrimitive(c):
+	case c == 0x72: // record
+		s.vec(r, 2, func(r *reader) { r.name(); s.valType(r) })
+	case c == 0x71: // variant
+		s.vec(r, 3, func(r *reader) {
+			r.name()
+			s.optValType(r)
+			if r.byte() != 0x00 {
+				r.fail("variant case refinement (removed from the MVP)")
+			}
+		})
+	case c == 0x70, c == 0x6b: // list, option
+		s.valType(r)
+	case c == 0x6f: // tuple
+		s.vec(r, 1, s.valType)
+	case c == 0x6e, c == 0x6d: // flags, enum
+		n := r.count(1)
+		if c == 0x6e && n > 32 {
+			r.fail("flags with %d labels (at most 32)", n)
+		}
+		for i := 0; i < n && r.err == nil; i++ {
+			label(r)
+		}
+	case c == 0x6a: // result
+		s.optValType(r)
+		s.optValType(r)
+	case c == 0x69, c == 0x68: // own, borrow
+		s.check(r, SortType, r.u32())
+	case c == 0x67:
+		r.refuse("fixed-length list type", "fixed-length lists are a gated feature; use list<T>")
+	case c == 0x66, c == 0x65, c == 0x64:
+		r.refuse("stream, future or error-context type", "build without async")
+	default:
+		r.fail("unknown type code %#x", c)
+	}
+}
+
+// declType reads the declarations of a component type (component) or an
+// instance type. They have their own index spaces, nested in this one.
+func (s *scope) declType(r *reader, component bool) {
+	in := &scope{c: &Component{}, parent: s, depth: s.depth + 1}
+	if in.depth > maxDepth {
+		r.refuse("types nested deeper than 32", "flatten the type")
+		return
+	}
+	s.vec(r, 2, func(r *reader) {
+		switch d := r.byte(); d {
+		case 0x00:
+			in.coreType(r)
+		case 0x01:
+			in.typeDef(r)
+		case 0x02:
+			in.alias(r)
+		case 0x03:
+			if !component {
+				r.fail("import declaration in an instance type")
+			}
+			in.importDecl(r)
+		case 0x04:
+			externName(r)
+			so, _ := in.externDesc(r)
+			in.add(so)
+		default:
+			r.fail("unknown type declaration %#x", d)
+		}
+	})
+}
+
+// coreType reads a core type: a func type or a module type.
+func (s *scope) coreType(r *reader) {
+	switch c := r.byte(); c {
+	case 0x60:
+		coreFuncType(r)
+	case 0x50:
+		s.moduleType(r)
+	case 0x4e, 0x4f, 0x5e, 0x5f:
+		r.refuse("core GC type", "build the guest without wasm GC")
+	default:
+		r.fail("unknown core type code %#x", c)
+	}
+	if r.err == nil {
+		s.add(SortCoreType)
+	}
+}
+
+func coreValType(r *reader) {
+	switch c := r.byte(); c {
+	case 0x7f, 0x7e, 0x7d, 0x7c, 0x7b, 0x70, 0x6f:
+	default:
+		r.fail("unknown core value type %#x", c)
+	}
+}
+
+func coreFuncType(r *reader) {
+	for range 2 {
+		n := r.count(1)
+		for i := 0; i < n && r.err == nil; i++ {
+			coreValType(r)
+		}
+	}
+}
+
+// moduleType reads a core module type's declarations. Core types in it
+// are counted locally; its imports and exports are decoded, not kept.
+func (s *scope) moduleType(r *reader) {
+	local := uint32(0)
+	s.vec(r, 1, func(r *reader) {
+		switch d := r.byte(); d {
+		case 0x00:
+			r.name()
+			r.name()
+			coreImportDesc(r, local)
+		case 0x01:
+			if r.byte() != 0x60 {
+				r.refuse("module type declaring a non-func core type", "build the guest without wasm GC")
+			}
+			coreFuncType(r)
+			local++
+		case 0x02:
+			if r.byte() != 0x10 || r.byte() != 0x01 {
+				r.fail("module type alias other than an outer core type")
+			}
+			r.u32()
+			r.u32()
+			local++
+		case 0x03:
+			r.name()
+			coreImportDesc(r, local)
+		default:
+			r.fail("unknown module type declaration %#x", d)
+		}
+	})
+}
+
+// coreImportDesc reads a core import/export description (func type,
+// table, memory, global) in a module type with local core types.
+func coreImportDesc(r *reader, local uint32) {
+	limits := func() {
+		switch f := r.byte(); f {
+		case 0x00, 0x04:
+			r.leb(64)
+		case 0x01, 0x03, 0x05, 0x07:
+			r.leb(64)
+			r.leb(64)
+		default:
+			r.fail("unknown limits flag %#x", f)
+		}
+	}
+	switch k := r.byte(); k {
+	case 0x00:
+		if t := r.u32(); t >= local && r.err == nil {
+			r.fail("core type index %d out of range (%d defined)", t, local)
+		}
+	case 0x01:
+		coreValType(r)
+		limits()
+	case 0x02:
+		limits()
+	case 0x03:
+		coreValType(r)
+		if m := r.byte(); m > 1 {
+			r.fail("bad global mutability %#x", m)
+		}
+	default:
+		r.fail("unknown core import kind %#x", k)
+	}
+}

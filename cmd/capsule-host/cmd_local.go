@@ -20,9 +20,11 @@ import (
 	"text/tabwriter"
 
 	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/host/component"
 	"github.com/capsule-host/capsule-host/host/engine"
 	"github.com/capsule-host/capsule-host/host/engine/wazero"
 	"github.com/capsule-host/capsule-host/host/manifest"
+	"github.com/capsule-host/capsule-host/host/process"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/oci"
@@ -170,6 +172,9 @@ func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *va
 		return err
 	}
 	defer eng.Close(ctx)
+	if err := component.CheckCore(wasm, process.Served()); err != nil {
+		return m.Errorf("capsule.module", "%v", err) // a component: say what to do, not "invalid version header"
+	}
 	mod, err := eng.Compile(ctx, wasm)
 	if err != nil {
 		return m.Errorf("capsule.module", "not a valid wasm module: %v", err)

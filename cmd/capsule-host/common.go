@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/capsule-host/capsule-host/host"
 	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
+
+	"github.com/capsule-host/capsule-host/host"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"

@@ -37,6 +37,8 @@ func BenchmarkClientVsTmux(b *testing.B) {
 	}
 	r := newClientBench(b)
 	sides := []benchSide{
+		{"lean-call", r.lean("call", "shell", "spawn_background_process", `{"command":"true"}`, "--principal", "bench")},
+		{"lean-logs", r.lean("logs", r.id)},
 		{"call", r.ours("call", "shell", "spawn_background_process", `{"command":"true"}`, "--principal", "bench")},
 		{"tmux-new", r.tmux("new-session", "-d", "true")},
 		{"logs", r.ours("logs", r.id)},
@@ -71,6 +73,8 @@ func BenchmarkClientVsTmux(b *testing.B) {
 	b.ReportMetric(med["call"]/med["tmux-new"], "call/tmux-new")
 	b.ReportMetric(med["logs"]/med["tmux-capture"], "logs/tmux-capture")
 	b.ReportMetric(med["version"]/med["tmux-V"], "version/tmux-V")
+	b.ReportMetric(med["lean-call"]/med["tmux-new"], "lean-call/tmux-new")
+	b.ReportMetric(med["lean-logs"]/med["tmux-capture"], "lean-logs/tmux-capture")
 }
 
 type benchSide struct {
@@ -82,6 +86,7 @@ type benchSide struct {
 type clientBench struct {
 	b         testing.TB
 	bin, sock string
+	leanBin   string
 	tmuxSock  string
 	env       []string
 	id        string // a process whose output logs reads
@@ -92,11 +97,8 @@ type clientBench struct {
 func newClientBench(b testing.TB) *clientBench {
 	dir := b.TempDir()
 	r := &clientBench{b: b, bin: filepath.Join(dir, "capsule-host"), sock: filepath.Join(dir, "d.sock"), tmuxSock: filepath.Join(dir, "tmux.sock")}
-	build := exec.Command("go", "build", "-o", r.bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	r.leanBin = filepath.Join(dir, "lean", "capsule-host")
+	buildBinaries(b, r.bin, r.leanBin)
 	// Quotas high enough for every iteration's process; no user config.
 	cfgPath := filepath.Join(dir, "host.toml")
 	cfg := "[quotas]\nmax_concurrent = 64\nmax_retained = 100000\nmax_entries = 100000\n"
@@ -175,6 +177,12 @@ func (r *clientBench) ours(args ...string) func() error {
 	return func() error { return r.exec(r.bin, args...) }
 }
 
+// lean runs the lean client build once against the daemon.
+func (r *clientBench) lean(args ...string) func() error {
+	args = append(args, "--socket", r.sock)
+	return func() error { return r.exec(r.leanBin, args...) }
+}
+
 // tmux runs the tmux client once against the private server.
 func (r *clientBench) tmux(args ...string) func() error {
 	args = append([]string{"-S", r.tmuxSock, "-f", "/dev/null"}, args...)
@@ -210,4 +218,19 @@ func medianIQR(d []time.Duration) (med, iqr float64) {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	q := func(p float64) float64 { return float64(s[int(p*float64(len(s)-1))]) / 1e6 }
 	return q(0.5), q(0.75) - q(0.25)
+}
+
+// buildBinaries builds, with CGO_ENABLED=0 (what users install), the full
+// binary at full and the lean client build (-tags leanclient) at lean,
+// with the full one beside it as capsule-hostd for the commands it hands on.
+func buildBinaries(t testing.TB, full, lean string) {
+	t.Helper()
+	dir := filepath.Dir(lean)
+	for _, b := range [][]string{{"-o", full}, {"-o", filepath.Join(dir, "capsule-hostd")}, {"-tags", "leanclient", "-o", lean}} {
+		build := exec.Command("go", append(append([]string{"build"}, b...), ".")...)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build %v: %v\n%s", b, err, out)
+		}
+	}
 }

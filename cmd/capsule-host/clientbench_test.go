@@ -35,7 +35,7 @@ func BenchmarkClientVsTmux(b *testing.B) {
 	if _, err := exec.LookPath("tmux"); err != nil {
 		b.Skip("SKIP: tmux is not installed, so the client cannot be compared with it (apt-get install tmux)")
 	}
-	r := newClientBench(b)
+	r := newClientBench(b, true)
 	sides := []benchSide{
 		{"lean-call", r.lean("call", "shell", "spawn_background_process", `{"command":"true"}`, "--principal", "bench")},
 		{"lean-logs", r.lean("logs", r.id)},
@@ -94,7 +94,9 @@ type clientBench struct {
 	callReq   api.CallRequest
 }
 
-func newClientBench(b testing.TB) *clientBench {
+// newClientBench builds the binaries and starts their daemon (and, with
+// withTmux, a tmux server).
+func newClientBench(b testing.TB, withTmux bool) *clientBench {
 	dir := b.TempDir()
 	r := &clientBench{b: b, bin: filepath.Join(dir, "capsule-host"), sock: filepath.Join(dir, "d.sock"), tmuxSock: filepath.Join(dir, "tmux.sock")}
 	r.leanBin = filepath.Join(dir, "lean", "capsule-host")
@@ -108,7 +110,9 @@ func newClientBench(b testing.TB) *clientBench {
 	r.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"),
 		"XDG_RUNTIME_DIR=", "XDG_STATE_HOME=" + filepath.Join(dir, "xdg-state")}
 	r.startDaemon(dir, cfgPath)
-	r.startTmux()
+	if withTmux {
+		r.startTmux()
+	}
 	r.c = api.NewUnix(r.sock)
 	r.callReq = api.CallRequest{Capsule: "shell", Tool: "spawn_background_process", Input: json.RawMessage(`{"command":"true"}`), Principal: "bench"}
 	res, err := r.c.Call(context.Background(), api.CallRequest{Capsule: "shell", Tool: "spawn_background_process",

@@ -90,7 +90,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (io.Re
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.where, err)
+		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.where, err)
 	}
 	if status/100 != 2 {
 		defer rc.Close()

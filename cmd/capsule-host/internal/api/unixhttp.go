@@ -138,7 +138,7 @@ func framing(chunked bool, length int64, status int) func(*bufio.Reader) io.Read
 	return func(br *bufio.Reader) io.Reader { return br }
 }
 
-// readLine reads one CRLF- (or LF-) terminated header line, at most 64 KiB.
+// readLine reads one CRLF- (or LF-) terminated header line, at most the 32 KiB buffer.
 func readLine(br *bufio.Reader) (string, error) {
 	line, err := br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {

@@ -94,7 +94,7 @@ test: hygiene funclen deps go-deps build purego verify-capsules vet unit abi-tes
 # (a few iterations, figures indicative only); the published figures need
 # the default on a quiet machine. BENCH_WASMTIME_PKGS= skips the cgo leg.
 BENCHTIME           ?= 2s
-BENCH_PKGS          ?= ./sandbox/... ./registry/... ./host/...
+BENCH_PKGS          ?= ./sandbox/... ./registry/... ./host/... ./cmd/capsule-host/
 BENCH_WASMTIME_PKGS ?= ./host/engine/wasmtime/
 
 bench:
@@ -106,6 +106,14 @@ bench:
 	    $(GO) test -tags wasmtime -run '^$$' -bench . -benchtime $(BENCHTIME) $(BENCH_WASMTIME_PKGS); fi; \
 	} 2>&1 | tee docs/bench.raw.txt | .build/benchdoc -benchtime '$(BENCHTIME)' \
 	  -cmd "make bench BENCHTIME=$(BENCHTIME) BENCH_PKGS='$(BENCH_PKGS)' BENCH_WASMTIME_PKGS='$(BENCH_WASMTIME_PKGS)'" -o docs/bench.md
+
+# client builds the lean client (-tags leanclient: the client commands
+# only, start-up under tmux's) as bin/capsule-host, with the full binary
+# it hands every other command to beside it as bin/capsule-hostd.
+.PHONY: client
+client:
+	CGO_ENABLED=0 $(GO) build -o bin/capsule-hostd ./cmd/capsule-host
+	CGO_ENABLED=0 $(GO) build -tags leanclient -o bin/capsule-host ./cmd/capsule-host
 
 clean:
 	rm -rf bin abi-tests/.build

@@ -23,6 +23,12 @@ import (
 //	logs ID                                                   vs  tmux capture-pane -p
 //	version (start-up only, no connection)                    vs  tmux -V
 //
+// call and logs run twice: the full binary, and the lean client build
+// (-tags leanclient, lean.go) with the full one beside it as capsule-hostd.
+// One iteration is 20 rounds of every side, so that -benchtime 2s (one
+// or two iterations: a round takes about half a second) still gives
+// medians of 20 or more.
+//
 // It builds the binary with CGO_ENABLED=0 (what users install), starts
 // `capsule-host serve` and a tmux server on private sockets, and reports
 // each side's median and interquartile range in ms and the ratio of the
@@ -51,17 +57,19 @@ func BenchmarkClientVsTmux(b *testing.B) {
 	times := make([][]time.Duration, len(sides))
 	i := 0
 	for b.Loop() {
-		// Rotate the order each round, so no side always runs right after
-		// the same other one.
-		for k := range sides {
-			j := (k + i) % len(sides)
-			start := time.Now()
-			if err := sides[j].run(); err != nil {
-				b.Fatalf("%s: %v", sides[j].name, err)
+		for range 20 {
+			// Rotate the order each round, so no side always runs right
+			// after the same other one.
+			for k := range sides {
+				j := (k + i) % len(sides)
+				start := time.Now()
+				if err := sides[j].run(); err != nil {
+					b.Fatalf("%s: %v", sides[j].name, err)
+				}
+				times[j] = append(times[j], time.Since(start))
 			}
-			times[j] = append(times[j], time.Since(start))
+			i++
 		}
-		i++
 	}
 	med := map[string]float64{}
 	for j, s := range sides {

@@ -116,5 +116,13 @@ bench:
 	} 2>&1 | tee docs/bench.raw.txt | .build/benchdoc -benchtime '$(BENCHTIME)' \
 	  -cmd "make bench BENCHTIME=$(BENCHTIME) BENCH_PKGS='$(BENCH_PKGS)' BENCH_WASMTIME_PKGS='$(BENCH_WASMTIME_PKGS)'" -o docs/bench.md
 
+# client builds the lean client (-tags leanclient: the client commands
+# only, start-up under tmux's) as bin/capsule-host, with the full binary
+# it hands every other command to beside it as bin/capsule-hostd.
+.PHONY: client
+client:
+	CGO_ENABLED=0 $(GO) build -o bin/capsule-hostd ./cmd/capsule-host
+	CGO_ENABLED=0 $(GO) build -tags leanclient -o bin/capsule-host ./cmd/capsule-host
+
 clean:
 	rm -rf bin abi-tests/.build

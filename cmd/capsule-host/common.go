@@ -4,16 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"log/slog"
 	"os"
 	"strings"
 
-	"github.com/capsule-host/capsule-host/host"
-
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host/config"
 )
 
@@ -58,6 +53,10 @@ func socketPath(e *env) (string, error) {
 	return c.Socket, nil
 }
 
+// newTCP makes the loopback TCP client (net/http); the lean client build
+// does not link it (common_full.go sets it).
+var newTCP func(addr, token string) *api.Client
+
 // client returns an API client for the daemon: loopback TCP with
 // $CAPSULE_HOST_TOKEN when --tcp is given, else the unix socket.
 func client(e *env) (*api.Client, error) {
@@ -66,33 +65,16 @@ func client(e *env) (*api.Client, error) {
 		if tok == "" {
 			return nil, usagef("--tcp needs the bearer token in $CAPSULE_HOST_TOKEN (never on the command line, where ps would show it)")
 		}
-		return api.NewTCP(e.g.tcp, tok), nil
+		if newTCP == nil { // the lean build hands --tcp to the full binary before this
+			return nil, usagef("--tcp needs the full binary")
+		}
+		return newTCP(e.g.tcp, tok), nil
 	}
 	p, err := socketPath(e)
 	if err != nil {
 		return nil, err
 	}
 	return api.NewUnix(p), nil
-}
-
-// newLogger builds the daemon's slog logger: text for people, JSON with
-// --log-json or log.json.
-func newLogger(w io.Writer, g *globals, cfg *config.Config) (*slog.Logger, error) {
-	lvl := cfg.Log.Level
-	if g.logLevel != "" {
-		lvl = g.logLevel
-	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(strings.ToUpper(lvl))); err != nil {
-		return nil, usagef("log level %q: want debug, info, warn or error", lvl)
-	}
-	o := &slog.HandlerOptions{Level: l}
-	// Every handler is wrapped so no process ID reaches the log, whoever
-	// writes it (see daemon.RedactHandler).
-	if g.logJSON || cfg.Log.JSON {
-		return slog.New(daemon.NewRedactHandler(slog.NewJSONHandler(w, o))), nil
-	}
-	return slog.New(daemon.NewRedactHandler(slog.NewTextHandler(w, o))), nil
 }
 
 // parseJSONArg checks a JSON argument early, so a shell-quoting mistake
@@ -121,7 +103,3 @@ func plural(n int, one, many string) string {
 	}
 	return fmt.Sprintf("%d %s", n, many)
 }
-
-// hostEngines lists the engines compiled in (tests use it to tell the
-// build legs apart).
-func hostEngines() []string { return host.Engines() }

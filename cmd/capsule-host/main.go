@@ -125,6 +125,10 @@ type opts struct {
 
 var commands []*command
 
+// fallback, when set (the lean client build, lean.go), runs every command
+// this binary does not link, and help, with the original arguments.
+var fallback func(args []string, stderr io.Writer) int
+
 func lookup(name string) *command {
 	for _, c := range commands {
 		if c.name == name {
@@ -160,6 +164,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitUsage
 	}
 	rest := root.Args()
+	if fallback != nil && (*help || *showVersion || len(rest) == 0 || rest[0] == "help" || lookup(rest[0]) == nil) {
+		return fallback(args, stderr)
+	}
 	if *showVersion {
 		rest = append([]string{"version"}, rest...)
 	}
@@ -201,6 +208,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitOK
 	}
 	g.merge(sub)
+	if fallback != nil && g.tcp != "" {
+		// The lean client has no TCP transport (net/http): the full one does.
+		return fallback(args, stderr)
+	}
 	if len(pos) < c.minArgs || (c.maxArgs >= 0 && len(pos) > c.maxArgs) {
 		fmt.Fprintf(stderr, "capsule-host %s: wrong number of arguments\n", c.name)
 		fmt.Fprintf(stderr, "usage: capsule-host %s %s\nRun 'capsule-host %s -h' for help.\n", c.name, c.args, c.name)

@@ -72,7 +72,7 @@ func (ck *checker) principals(c *Config) error {
 	sort.Strings(names)
 	for _, n := range names {
 		key := stricttoml.Key("principals", n)
-		if !principalName.MatchString(n) {
+		if !principalName().MatchString(n) {
 			return ck.fail(key, "invalid principal name %q", n)
 		}
 		p := c.Principals[n]
@@ -80,7 +80,7 @@ func (ck *checker) principals(c *Config) error {
 			return ck.fail(key+".token_sha256", "missing: list at least one token hash (capsule-host token prints one)")
 		}
 		for _, h := range p.TokenSHA256 {
-			if !hexSHA256.MatchString(h) {
+			if !hexSHA256().MatchString(h) {
 				return ck.fail(key+".token_sha256", "%q is not a lowercase hex SHA-256 (64 characters); store the hash, never the token", h)
 			}
 			if other, dup := seen[h]; dup {
@@ -174,7 +174,7 @@ func (ck *checker) profiles(c *Config) error {
 // profile checks one launch profile and makes its rootfs absolute.
 func (ck *checker) profile(c *Config, n string, p Profile) (Profile, error) {
 	key := stricttoml.Key("profiles", n)
-	if !profileName.MatchString(n) {
+	if !profileName().MatchString(n) {
 		return p, ck.fail(key, "invalid profile name %q (lowercase letters, digits, - and _)", n)
 	}
 	if p.Rootfs == "" {

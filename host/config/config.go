@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/capsule-host/capsule-host/host/internal/stricttoml"
@@ -408,13 +409,17 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return ErrInvalid }
 
-var hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// principalName mirrors the registry's rule loosely; the registry has the
-// last word when a call runs.
-var principalName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$`)
-
-var profileName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+// The config's patterns are compiled on first use, not in package init:
+// every CLI command links this package (the client resolves its socket
+// here), and compiling them at start-up cost the lean client 1.2-3 ms
+// (GODEBUG=inittrace=1), a third of a whole tmux client run.
+var (
+	hexSHA256 = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
+	// principalName mirrors the registry's rule loosely; the registry has
+	// the last word when a call runs.
+	principalName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@:-]{0,127}$`) })
+	profileName   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`) })
+)
 
 // Parse decodes and validates data read from file (for messages and for
 // resolving relative paths, made absolute against the file's directory).

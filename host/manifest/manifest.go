@@ -18,6 +18,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/capsule-host/capsule-host/host/internal/stricttoml"
@@ -120,13 +121,21 @@ const (
 	maxMemoryBytes = 4<<30 - wasmPage // 65535 pages: sizes are 32-bit
 )
 
+// The patterns are compiled on first use, not in package init: every
+// command of the full binary links this package, and compiling them at
+// start-up cost 1.3-2 ms (GODEBUG=inittrace=1).
 var (
-	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	semverRE  = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
-	sha256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	witPkgRE  = regexp.MustCompile(`^[a-z][a-z0-9-]*:[a-z][a-z0-9-]*$`)
-	importVer = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?$`)
+	nameRE    = lazyRE(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	semverRE  = lazyRE(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	sha256RE  = lazyRE(`^[0-9a-f]{64}$`)
+	witPkgRE  = lazyRE(`^[a-z][a-z0-9-]*:[a-z][a-z0-9-]*$`)
+	importVer = lazyRE(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?$`)
 )
+
+// lazyRE returns a function compiling expr once, at its first call.
+func lazyRE(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // Load reads and validates dir/Capsule.toml.
 func Load(dir string) (*Manifest, error) {
@@ -367,13 +376,13 @@ func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 func (p *parser) capsuleSchema(m *Manifest) map[string]field {
 	return map[string]field{
 		"name": {true, p.str(&m.Name, func(key, s string) error {
-			if !nameRE.MatchString(s) {
+			if !nameRE().MatchString(s) {
 				return p.errf(key, "%q is not a valid capsule name ([a-z0-9][a-z0-9-]{0,62})", s)
 			}
 			return nil
 		})},
 		"version": {true, p.str(&m.Version, func(key, s string) error {
-			if !semverRE.MatchString(s) {
+			if !semverRE().MatchString(s) {
 				return p.errf(key, "%q is not a semantic version (MAJOR.MINOR.PATCH)", s)
 			}
 			return nil
@@ -389,7 +398,7 @@ func (p *parser) capsuleSchema(m *Manifest) map[string]field {
 			return nil
 		})},
 		"sha256": {!p.unpinned, p.str(&m.SHA256, func(key, s string) error {
-			if !p.unpinned && !sha256RE.MatchString(s) {
+			if !p.unpinned && !sha256RE().MatchString(s) {
 				return p.errf(key, "%q is not 64 lowercase hex digits", s)
 			}
 			return nil
@@ -413,14 +422,14 @@ func (p *parser) imports(m *Manifest) func(string, any) error {
 		sort.Strings(names)
 		for _, k := range names {
 			kk := join(key, k)
-			if !witPkgRE.MatchString(k) {
+			if !witPkgRE().MatchString(k) {
 				return p.errf(kk, "%q is not a WIT package name (namespace:package)", k)
 			}
 			s, ok := t[k].(string)
 			if !ok {
 				return p.errf(kk, "expected a version string, got %s", typeName(t[k]))
 			}
-			if !importVer.MatchString(s) {
+			if !importVer().MatchString(s) {
 				return p.errf(kk, "%q is not a contract version (MAJOR.MINOR or MAJOR.MINOR.PATCH)", s)
 			}
 			m.Imports[k] = s
@@ -444,7 +453,7 @@ func (p *parser) capsSchema(m *Manifest) map[string]field {
 		})},
 		"network": {false, p.boolean(&m.Capabilities.Network)},
 		"profile": {false, p.str(&m.Capabilities.Profile, func(key, s string) error {
-			if !nameRE.MatchString(s) {
+			if !nameRE().MatchString(s) {
 				return p.errf(key, "%q is not a valid profile name", s)
 			}
 			return nil

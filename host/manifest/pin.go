@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"regexp"
+	"sync"
 )
 
 // ErrUnpinnable is the class of a valid manifest whose [capsule] sha256
@@ -49,7 +50,7 @@ type Pinned struct {
 // ErrUnpinnable and the line to write by hand. A manifest that does not
 // parse (ParseUnpinned) is refused with the parser's file:line error.
 func Pin(file string, data []byte, sum string) (*Pinned, error) {
-	if !sha256RE.MatchString(sum) {
+	if !sha256RE().MatchString(sum) {
 		return nil, fmt.Errorf("manifest.Pin: %q is not 64 lowercase hex digits", sum)
 	}
 	m, tree, err := parse(file, data, true)
@@ -96,8 +97,8 @@ func keyRE(key string) *regexp.Regexp {
 }
 
 var (
-	sha256KeyRE = keyRE("sha256")
-	moduleKeyRE = keyRE("module")
+	sha256KeyRE = sync.OnceValue(func() *regexp.Regexp { return keyRE("sha256") })
+	moduleKeyRE = sync.OnceValue(func() *regexp.Regexp { return keyRE("module") })
 )
 
 // lineSpan is the byte range of line n (1-based) in data, without its
@@ -134,7 +135,7 @@ func replaceCandidates(data []byte, n int, sum string) [][]byte {
 	}
 	line := data[start:end]
 	var out [][]byte
-	for _, loc := range sha256KeyRE.FindAllSubmatchIndex(line, maxCandidates) {
+	for _, loc := range sha256KeyRE().FindAllSubmatchIndex(line, maxCandidates) {
 		open := loc[3]
 		if open >= len(line) || (line[open] != '"' && line[open] != '\'') {
 			continue
@@ -182,7 +183,7 @@ func insertAfter(data []byte, n int, sum string) []byte {
 	}
 	line := data[start:end]
 	prefix := line[:len(line)-len(bytes.TrimLeft(line, " \t"))]
-	if loc := moduleKeyRE.FindSubmatchIndex(line); loc != nil {
+	if loc := moduleKeyRE().FindSubmatchIndex(line); loc != nil {
 		prefix = line[:loc[2]]
 	}
 	nl := []byte("\n")

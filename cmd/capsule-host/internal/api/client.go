@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -30,84 +28,80 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // Client talks to one daemon.
 type Client struct {
-	hc    *http.Client
-	base  string
+	rt    roundTrip
 	token string
 	where string // for messages
 }
 
-// NewUnix returns a client for the daemon on the unix socket path.
-func NewUnix(path string) *Client {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
-		DisableCompression: true,
-	}
-	return &Client{hc: &http.Client{Transport: tr}, base: "http://capsule-host", where: path}
-}
+// roundTrip sends one request (target is the path and query; hdr holds
+// "Key: value" lines; body is nil for none) and returns the status and
+// the body. A failure to reach the daemon or to read its answer's head
+// is an error; the caller closes the body.
+type roundTrip func(ctx context.Context, method, target string, hdr []string, body []byte) (int, io.ReadCloser, error)
 
-// NewTCP returns a client for a loopback TCP listener with a bearer token.
-func NewTCP(addr, token string) *Client {
-	return &Client{hc: &http.Client{Transport: &http.Transport{DisableCompression: true}}, base: "http://" + addr, token: token, where: addr}
+// NewUnix returns a client for the daemon on the unix socket path (HTTP
+// on a raw socket: unixhttp.go says why not net/http).
+func NewUnix(path string) *Client {
+	rt := func(ctx context.Context, method, target string, hdr []string, body []byte) (int, io.ReadCloser, error) {
+		return unixRoundTrip(ctx, path, method, target, hdr, body)
+	}
+	return &Client{rt: rt, where: path}
 }
 
 // Where names the daemon address for messages.
 func (c *Client) Where() string { return c.where }
 
 func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
-	resp, err := c.send(ctx, method, path, body)
+	rc, err := c.send(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer rc.Close()
 	if out == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
+		_, _ = io.Copy(io.Discard, rc)
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := json.NewDecoder(rc).Decode(out); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("decoding the daemon's answer to %s %s: %w", method, path, err)
 	}
 	return nil
 }
 
-func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
-	var rd io.Reader
+// send makes one request and returns the body of a 2xx answer; any other
+// status becomes an *Error.
+func (c *Client) send(ctx context.Context, method, path string, body any) (io.ReadCloser, error) {
+	var b []byte
+	var hdr []string
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return nil, err
 		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		hdr = append(hdr, "Content-Type: application/json")
 	}
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		hdr = append(hdr, "Authorization: Bearer "+c.token)
 	}
-	resp, err := c.hc.Do(req)
+	status, rc, err := c.rt(ctx, method, path, hdr, b)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w at %s: %v", ErrUnreachable, c.where, rootCause(err))
+		return nil, fmt.Errorf("%w at %s: %w", ErrUnreachable, c.where, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
+	if status/100 != 2 {
+		defer rc.Close()
 		var er ErrorResponse
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		b, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
 		if json.Unmarshal(b, &er) != nil || er.Error.Code == "" {
-			return nil, &Error{Status: resp.StatusCode, Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))}
+			return nil, &Error{Status: status, Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", status, bytes.TrimSpace(b))}
 		}
-		return nil, &Error{Status: resp.StatusCode, Code: er.Error.Code, Message: er.Error.Message}
+		return nil, &Error{Status: status, Code: er.Error.Code, Message: er.Error.Message}
 	}
-	return resp, nil
+	return rc, nil
 }
 
 // Health asks whether the daemon is up.
@@ -195,12 +189,12 @@ func (c *Client) Logs(ctx context.Context, id string, q LogQuery) (LogChunk, err
 // Follow streams chunks to fn until the process's output ends (a chunk
 // with EOF), ctx ends, or fn fails.
 func (c *Client) Follow(ctx context.Context, id string, q LogQuery, fn func(LogChunk) error) error {
-	resp, err := c.send(ctx, "GET", "/v1/processes/"+url.PathEscape(id)+"/logs"+q.values(true), nil)
+	rc, err := c.send(ctx, "GET", "/v1/processes/"+url.PathEscape(id)+"/logs"+q.values(true), nil)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	defer rc.Close()
+	sc := bufio.NewScanner(rc)
 	sc.Buffer(make([]byte, 64*1024), 64<<20)
 	for sc.Scan() {
 		var ch LogChunk
@@ -237,19 +231,4 @@ func (c *Client) Stop(ctx context.Context, id string, grace *time.Duration) (Exi
 	var r StopResponse
 	err := c.do(ctx, "POST", "/v1/processes/"+url.PathEscape(id)+"/stop", req, &r)
 	return r.Exit, err
-}
-
-// rootCause strips the url.Error and net.OpError wrapping ("Get
-// http://...: dial unix ...: connect: no such file or directory") down to
-// what a person needs ("connect: no such file or directory").
-func rootCause(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Err != nil {
-		err = oe.Err
-	}
-	return err
 }

@@ -233,8 +233,9 @@ func (r *Registry) Adopt(ctx context.Context) (AdoptReport, error) {
 	if err := r.jr.ForEachProcess(func(p journal.Process) error { recs = append(recs, p); return nil }); err != nil {
 		return rep, fmt.Errorf("%w: reading the journal's processes: %v", ErrUnavailable, err)
 	}
+	held := r.listHeld(ctx) // first: a listing backend attaches from its list
 	known := r.adoptAll(ctx, recs, &rep)
-	rep.Orphans = r.endOrphans(ctx, known)
+	rep.Orphans = r.endOrphans(ctx, held, known)
 	rep.Took = time.Since(start)
 	r.log.Info("journal adopted", "running", rep.Running, "exited", rep.Exited, "lost", rep.Lost,
 		"unreadable", rep.Unreadable, "orphans_terminated", rep.Orphans, "took", rep.Took)
@@ -374,11 +375,16 @@ func (r *Registry) publishAdopted(p *proc) {
 	go r.watch(p)
 }
 
-// endOrphans terminates what a listing backend holds without a journal
-// record, and cleans it up.
-func (r *Registry) endOrphans(ctx context.Context, known map[sandbox.Ref]bool) int {
+// heldRef is a process a listing backend holds.
+type heldRef struct {
+	be  sandbox.Backend
+	ref sandbox.Ref
+}
+
+// listHeld lists every listing backend's processes once.
+func (r *Registry) listHeld(ctx context.Context) []heldRef {
 	seen := map[sandbox.Lister]bool{}
-	n := 0
+	var out []heldRef
 	for _, m := range []map[string]sandbox.Backend{r.cfg.Persistent, r.cfg.Backends} {
 		for name, be := range m {
 			l, ok := be.(sandbox.Lister)
@@ -392,10 +398,20 @@ func (r *Registry) endOrphans(ctx context.Context, known map[sandbox.Ref]bool) i
 				continue
 			}
 			for _, ref := range refs {
-				if !known[ref] && r.endOrphan(ctx, be, ref) {
-					n++
-				}
+				out = append(out, heldRef{be: be, ref: ref})
 			}
+		}
+	}
+	return out
+}
+
+// endOrphans terminates what a backend held without a journal record,
+// and cleans it up.
+func (r *Registry) endOrphans(ctx context.Context, held []heldRef, known map[sandbox.Ref]bool) int {
+	n := 0
+	for _, h := range held {
+		if !known[h.ref] && r.endOrphan(ctx, h.be, h.ref) {
+			n++
 		}
 	}
 	return n

@@ -39,7 +39,17 @@ type Backend struct {
 	mu     sync.Mutex
 	c      *Client
 	closed bool
+	// listed is the last List's answer, by ref ID, for snapshotTTL: a
+	// restarted daemon lists once and attaches every process from it,
+	// instead of one inspect round trip each (re-adopting 1,000).
+	listed   map[string]Status
+	listedAt time.Time
 }
+
+// snapshotTTL bounds how stale a listed status may be when Attach uses it:
+// a process listed as running may have exited since, which its handle's
+// Wait then reports; one listed at all was held by the keeper.
+const snapshotTTL = 5 * time.Second
 
 var (
 	_ sandbox.Backend = (*Backend)(nil)
@@ -152,14 +162,27 @@ func (b *Backend) Attach(ctx context.Context, ref sandbox.Ref) (sandbox.Handle, 
 	if err != nil {
 		return nil, err
 	}
-	st, err := c.Inspect(ctx, ref)
-	if err != nil {
-		return nil, err
+	st, ok := b.fromSnapshot(ref)
+	if !ok {
+		if st, err = c.Inspect(ctx, ref); err != nil {
+			return nil, err
+		}
 	}
 	if st.Phase == sandbox.PhaseMissing {
 		return nil, fmt.Errorf("keeper process %s: %w", ref.ID, sandbox.ErrNotFound)
 	}
 	return b.newHandle(c, st.Ref, st.PID, true), nil
+}
+
+// fromSnapshot is ref's status from a recent List, if it is there.
+func (b *Backend) fromSnapshot(ref sandbox.Ref) (Status, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ref.Backend != b.cfg.Name || time.Since(b.listedAt) > snapshotTTL {
+		return Status{}, false
+	}
+	st, ok := b.listed[ref.ID]
+	return st, ok
 }
 
 // Inspect reports the phase; Exit.Lost says a keeper died under it.
@@ -205,9 +228,14 @@ func (b *Backend) List(ctx context.Context) ([]sandbox.Ref, error) {
 		return nil, err
 	}
 	out := make([]sandbox.Ref, len(sts))
+	snap := make(map[string]Status, len(sts))
 	for i, st := range sts {
 		out[i] = st.Ref
+		snap[st.Ref.ID] = st
 	}
+	b.mu.Lock()
+	b.listed, b.listedAt = snap, time.Now()
+	b.mu.Unlock()
 	return out, nil
 }
 

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/mcp"
+	"github.com/capsule-host/capsule-host/internal/testutil"
+	"github.com/capsule-host/capsule-host/sandbox/reexec"
+)
+
+// cliRole re-executes this test binary as the capsule-host command line,
+// so an MCP client can spawn `capsule-host mcp` as a real subprocess
+// without a separate build.
+const cliRole = "capsule-host-cli-test"
+
+func init() {
+	reexec.Register(cliRole, func(args []string) int {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return run(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+	})
+}
+
+// mcpStdio is one Go SDK client session with `capsule-host mcp` running
+// as a subprocess.
+type mcpStdio struct {
+	cs      *sdk.ClientSession
+	updated chan string
+	stderr  *testutil.SyncBuffer
+}
+
+func (d *testDaemon) mcpSession(t *testing.T, principal string) *mcpStdio {
+	t.Helper()
+	m := &mcpStdio{updated: make(chan string, 64), stderr: &testutil.SyncBuffer{}}
+	cmd := reexec.Command(cliRole, "mcp", "--socket", d.sock, "--principal", principal)
+	cmd.Stderr = m.stderr
+	cl := sdk.NewClient(&sdk.Implementation{Name: "go-test", Version: "1"}, &sdk.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) {
+			select {
+			case m.updated <- r.Params.URI:
+			default:
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The legacy protocol version: resources/subscribe as a request, whose
+	// answer the client returns (the TypeScript SDK speaks it too).
+	cs, err := cl.Connect(ctx, &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connecting to capsule-host mcp: %v\n%s", err, m.stderr)
+	}
+	m.cs = cs
+	t.Cleanup(func() { m.close(t) })
+	return m
+}
+
+// close ends the session: stdin closes, the subprocess exits (the
+// transport waits for it, and signals it after 5 s).
+func (m *mcpStdio) close(t *testing.T) {
+	t.Helper()
+	if m.cs == nil {
+		return
+	}
+	if err := m.cs.Close(); err != nil {
+		t.Logf("closing the MCP session: %v", err)
+	}
+	m.cs = nil
+	if t.Failed() {
+		t.Logf("capsule-host mcp stderr:\n%s", m.stderr)
+	}
+}
+
+func (m *mcpStdio) call(t *testing.T, name string, args any, out any) *sdk.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := m.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, m.stderr)
+	}
+	if out != nil {
+		if res.IsError {
+			t.Fatalf("%s: %v", name, res.Content[0].(*sdk.TextContent).Text)
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %s: %v", name, b, err)
+		}
+	}
+	return res
+}
+
+func (m *mcpStdio) waitUpdate(t *testing.T, uri string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case u := <-m.updated:
+			if u == uri {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no resources/updated for %s within 30s", uri)
+		}
+	}
+}
+
+type procList struct {
+	Processes []struct {
+		ID, Phase, Label string
+	}
+}
+
+// The Go SDK's client spawns `capsule-host mcp` over stdio against a real
+// daemon: a process started through one session outlives it and is
+// listed again by the next; a subscription is told of output and exit;
+// another principal sees nothing.
+func TestMCPStdioAgainstDaemon(t *testing.T) {
+	d := startDaemon(t, nil)
+	a := d.mcpSession(t, "alice")
+	var spawned struct{ OK string }
+	a.call(t, "testcap__spawn_persistent", map[string]any{
+		"request": map[string]any{"cmd": "/bin/sh", "args": []string{"-c", `while read l; do echo "got $l"; done`}},
+		"options": map[string]any{"label": "reader", "keep_stdin_open": true},
+	}, &spawned)
+	id := spawned.OK
+	if id == "" {
+		t.Fatal("spawn returned no id")
+	}
+	a.close(t)
+
+	// A new session (the client lost its context) finds it again.
+	a = d.mcpSession(t, "alice")
+	var pl procList
+	a.call(t, "list_processes", map[string]any{}, &pl)
+	if len(pl.Processes) != 1 || pl.Processes[0].ID != id || pl.Processes[0].Phase != "running" {
+		t.Fatalf("list_processes after reconnecting: %+v", pl)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stdout, status := mcp.ProcessURI(id, "stdout"), mcp.ProcessURI(id, "status")
+	for _, u := range []string{stdout, status} {
+		if err := a.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: u}); err != nil {
+			t.Fatalf("subscribe %s: %v", u, err)
+		}
+	}
+	a.call(t, "testcap__write_stdin", map[string]any{"id": id, "data": "ping\n"}, &map[string]any{})
+	a.waitUpdate(t, stdout)
+	rr, err := a.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: stdout})
+	if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != "got ping\n" {
+		t.Fatalf("read %s: %v %+v", stdout, err, rr)
+	}
+
+	b := d.mcpSession(t, "bob")
+	b.call(t, "list_processes", map[string]any{}, &pl)
+	lr, err := b.cs.ListResources(ctx, nil)
+	if len(pl.Processes) != 0 || err != nil || len(lr.Resources) != 0 {
+		t.Fatalf("bob sees %+v / %v %+v", pl, err, lr)
+	}
+	if res := b.call(t, "stop_process", map[string]any{"id": id}, nil); !res.IsError ||
+		!strings.Contains(res.Content[0].(*sdk.TextContent).Text, "no-such-process") {
+		t.Fatalf("bob stopping alice's process: %+v", res)
+	}
+
+	var stopped struct{ ExitText string `json:"exit_text"` }
+	a.call(t, "stop_process", map[string]any{"id": id, "grace_ms": 2000}, &stopped)
+	a.waitUpdate(t, status)
+	var st struct{ Phase string }
+	a.call(t, "process_status", map[string]any{"id": id}, &st)
+	if st.Phase != "exited" || !strings.HasPrefix(stopped.ExitText, "signal") && !strings.HasPrefix(stopped.ExitText, "exit") {
+		t.Fatalf("after stop: phase %q, exit %q", st.Phase, stopped.ExitText)
+	}
+}
+
+// Without a principal, or without a daemon, `capsule-host mcp` refuses at
+// once with the fix, before speaking any protocol.
+func TestMCPCommandRefusals(t *testing.T) {
+	nosock := filepath.Join(t.TempDir(), "none.sock")
+	t.Setenv("CAPSULE_HOST_PRINCIPAL", "")
+	out, errOut, code := runCLI(t, "", "mcp", "--socket", nosock, "--principal", "alice")
+	if code != exitUnreachable || !strings.Contains(errOut, "capsule-host serve") || out != "" {
+		t.Fatalf("no daemon: exit %d, stderr %q, stdout %q", code, errOut, out)
+	}
+	d := startDaemon(t, nil)
+	out, errOut, code = runCLI(t, "", "mcp", "--socket", d.sock)
+	if code != exitUsage || !strings.Contains(errOut, "--principal") || !strings.Contains(errOut, "owner-fallback") || out != "" {
+		t.Fatalf("no principal: exit %d, stderr %q, stdout %q", code, errOut, out)
+	}
+	// $CAPSULE_HOST_PRINCIPAL is the fallback; stdin at EOF ends the
+	// session cleanly.
+	t.Setenv("CAPSULE_HOST_PRINCIPAL", "alice")
+	_, errOut, code = runCLI(t, "", "mcp", "--socket", d.sock)
+	if code != exitOK {
+		t.Fatalf("principal from the environment, empty stdin: exit %d, stderr %q", code, errOut)
+	}
+}

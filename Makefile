@@ -15,7 +15,7 @@ APT_COMMANDS := runc bwrap busybox wat2wasm gcc
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/... ./capsules/internal/e2e/...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test deps go-deps vet hygiene funclen unit abi-tests wasmtime-leg purego capsules verify-capsules bench e2e clean
+.PHONY: all build demo test deps go-deps mcp-client vet hygiene funclen unit abi-tests wasmtime-leg purego capsules verify-capsules bench e2e clean
 
 all: build
 
@@ -37,6 +37,15 @@ deps:
 	@test -f /usr/lib/x86_64-linux-gnu/libc.a -o -f /usr/lib/aarch64-linux-gnu/libc.a || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libc6-dev >/dev/null; }
+
+# mcp-client installs node (Debian's nodejs, npm) when missing, then the
+# TypeScript MCP SDK exactly as pinned in the lockfile, for the MCP tests
+# of cmd/capsule-host (which skip, saying so, without them).
+mcp-client:
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; fi
+	cd cmd/capsule-host/testdata/mcp-client && npm ci --no-audit --no-fund --loglevel=error
 
 go-deps:
 	$(GO) mod download
@@ -84,7 +93,7 @@ wasmtime-leg:
 	$(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./capsules/... ./cmd/...
 	cd abi-tests && $(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./...
 
-test: hygiene funclen deps go-deps build purego verify-capsules vet unit abi-tests wasmtime-leg
+test: hygiene funclen deps go-deps mcp-client build purego verify-capsules vet unit abi-tests wasmtime-leg
 	@echo ">> all checks passed"
 
 # bench runs the benchmarks and writes docs/bench.md from their output

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/mcp"
+	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
@@ -204,4 +206,67 @@ func TestMCPCommandRefusals(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("principal from the environment, empty stdin: exit %d, stderr %q", code, errOut)
 	}
+}
+
+// nodeClient returns the directory of the pinned TypeScript SDK client,
+// or skips (loudly, with the fix) when node or its packages are missing.
+func nodeClient(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("testdata/mcp-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("SKIP: node is not installed, so the TypeScript SDK client cannot run: `make mcp-client` installs node and the pinned packages")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		t.Skipf("SKIP: the TypeScript SDK is not installed in %s: run `make mcp-client` (npm ci from the lockfile)", dir)
+	}
+	return dir
+}
+
+// runNode runs client.mjs with env and fails the test unless it passes.
+func runNode(t *testing.T, dir string, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "client.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "mcp-client: all checks passed") {
+		t.Fatalf("the TypeScript SDK client: %v\n%s", err, out)
+	}
+}
+
+// shellDaemon is a daemon with the shell capsule (from its directory, as
+// the bundled one is) and testcap.
+func shellDaemon(t *testing.T, mutate func(*config.Config)) *testDaemon {
+	t.Helper()
+	shell, err := filepath.Abs("../../capsules/shell")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startDaemon(t, func(c *config.Config) {
+		c.Capsules = append(c.Capsules, shell)
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+}
+
+// The TypeScript SDK's client spawns `capsule-host mcp` (this test binary
+// re-executed as the CLI: bash's exec -a sets the role as argv[0]).
+func TestMCPNodeClientStdio(t *testing.T) {
+	dir := nodeClient(t)
+	d := shellDaemon(t, nil)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := func(principal string) string {
+		b, _ := json.Marshal([]string{"bash", "-c", `exec -a "$0" "$@"`, cliRole, self, "mcp", "--socket", d.sock, "--principal", principal})
+		return string(b)
+	}
+	runNode(t, dir, "MCP_TRANSPORT=stdio", "MCP_ALICE_CMD="+argv("alice"), "MCP_BOB_CMD="+argv("bob"))
 }

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -43,9 +47,16 @@ type mcpStdio struct {
 
 func (d *testDaemon) mcpSession(t *testing.T, principal string) *mcpStdio {
 	t.Helper()
-	m := &mcpStdio{updated: make(chan string, 64), stderr: &testutil.SyncBuffer{}}
+	stderr := &testutil.SyncBuffer{}
 	cmd := reexec.Command(cliRole, "mcp", "--socket", d.sock, "--principal", principal)
-	cmd.Stderr = m.stderr
+	cmd.Stderr = stderr
+	return dialMCP(t, &sdk.CommandTransport{Command: cmd}, stderr)
+}
+
+// dialMCP opens a Go SDK client session on transport.
+func dialMCP(t *testing.T, transport sdk.Transport, stderr *testutil.SyncBuffer) *mcpStdio {
+	t.Helper()
+	m := &mcpStdio{updated: make(chan string, 64), stderr: stderr}
 	cl := sdk.NewClient(&sdk.Implementation{Name: "go-test", Version: "1"}, &sdk.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) {
 			select {
@@ -58,9 +69,9 @@ func (d *testDaemon) mcpSession(t *testing.T, principal string) *mcpStdio {
 	defer cancel()
 	// The legacy protocol version: resources/subscribe as a request, whose
 	// answer the client returns (the TypeScript SDK speaks it too).
-	cs, err := cl.Connect(ctx, &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := cl.Connect(ctx, transport, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
-		t.Fatalf("connecting to capsule-host mcp: %v\n%s", err, m.stderr)
+		t.Fatalf("connecting: %v\n%s", err, m.stderr)
 	}
 	m.cs = cs
 	t.Cleanup(func() { m.close(t) })
@@ -175,7 +186,9 @@ func TestMCPStdioAgainstDaemon(t *testing.T) {
 		t.Fatalf("bob stopping alice's process: %+v", res)
 	}
 
-	var stopped struct{ ExitText string `json:"exit_text"` }
+	var stopped struct {
+		ExitText string `json:"exit_text"`
+	}
 	a.call(t, "stop_process", map[string]any{"id": id, "grace_ms": 2000}, &stopped)
 	a.waitUpdate(t, status)
 	var st struct{ Phase string }
@@ -269,4 +282,126 @@ func TestMCPNodeClientStdio(t *testing.T) {
 		return string(b)
 	}
 	runNode(t, dir, "MCP_TRANSPORT=stdio", "MCP_ALICE_CMD="+argv("alice"), "MCP_BOB_CMD="+argv("bob"))
+}
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	tok  string
+	next http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.tok)
+	return b.next.RoundTrip(r)
+}
+
+const tokAlice, tokBob = "mcp-token-for-alice-0123456789", "mcp-token-for-bob-0123456789"
+
+// tcpDaemon is shellDaemon with the loopback listener and two principals.
+func tcpDaemon(t *testing.T) *testDaemon {
+	t.Helper()
+	hash := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	return shellDaemon(t, func(c *config.Config) {
+		c.TCP.Listen = "127.0.0.1:0"
+		c.Principals = map[string]config.Principal{
+			"alice": {TokenSHA256: []string{hash(tokAlice)}},
+			"bob":   {TokenSHA256: []string{hash(tokBob)}},
+		}
+	})
+}
+
+func httpSession(t *testing.T, d *testDaemon, tok string) *mcpStdio {
+	t.Helper()
+	hc := &http.Client{Transport: bearer{tok, http.DefaultTransport}}
+	return dialMCP(t, &sdk.StreamableClientTransport{Endpoint: "http://" + d.tcp + "/mcp", HTTPClient: hc}, &testutil.SyncBuffer{})
+}
+
+// The daemon's streamable-HTTP endpoint with the Go SDK client: over TCP
+// the token is the principal; over the socket the operator names it; a
+// session ID is bound to its principal.
+func TestMCPHTTPAgainstDaemon(t *testing.T) {
+	d := tcpDaemon(t)
+	a := httpSession(t, d, tokAlice)
+	var spawned struct{ OK string }
+	a.call(t, "testcap__spawn_persistent", map[string]any{
+		"request": map[string]any{"cmd": "/bin/sh", "args": []string{"-c", `while read l; do echo "got $l"; done`}},
+		"options": map[string]any{"keep_stdin_open": true},
+	}, &spawned)
+	id := spawned.OK
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stdout := mcp.ProcessURI(id, "stdout")
+	if err := a.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: stdout}); err != nil {
+		t.Fatal(err)
+	}
+	a.call(t, "testcap__write_stdin", map[string]any{"id": id, "data": "over http\n"}, &map[string]any{})
+	a.waitUpdate(t, stdout)
+	rr, err := a.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: stdout})
+	if err != nil || rr.Contents[0].Text != "got over http\n" {
+		t.Fatalf("read: %v %+v", err, rr)
+	}
+
+	b := httpSession(t, d, tokBob)
+	var pl procList
+	b.call(t, "list_processes", map[string]any{}, &pl)
+	if len(pl.Processes) != 0 {
+		t.Fatalf("bob lists %+v", pl)
+	}
+
+	// Bob presenting alice's session ID gets what an unknown ID gets.
+	post := func(tok, sid string) int {
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+d.tcp+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	sid := a.cs.ID()
+	if sid == "" {
+		t.Fatal("no session ID")
+	}
+	if hijack, unknown := post(tokBob, sid), post(tokBob, "00000000000000000000000000000000"); hijack != http.StatusNotFound || unknown != hijack {
+		t.Fatalf("bob with alice's session: %d; with an unknown one: %d", hijack, unknown)
+	}
+	if code := post("", sid); code != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", code)
+	}
+
+	// The socket: the operator names the principal, and must.
+	unix := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", d.sock)
+	}}}
+	resp, err := unix.Post("http://capsule-host/mcp", "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("socket without a principal: %d", resp.StatusCode)
+	}
+	s := dialMCP(t, &sdk.StreamableClientTransport{Endpoint: "http://capsule-host/mcp?principal=alice", HTTPClient: unix}, &testutil.SyncBuffer{})
+	s.call(t, "list_processes", map[string]any{}, &pl)
+	if len(pl.Processes) != 1 || pl.Processes[0].ID != id {
+		t.Fatalf("alice over the socket lists %+v", pl)
+	}
+	var stopped map[string]any
+	s.call(t, "stop_process", map[string]any{"id": id}, &stopped)
+}
+
+// The TypeScript SDK's client over streamable HTTP against the daemon's
+// loopback listener.
+func TestMCPNodeClientHTTP(t *testing.T) {
+	dir := nodeClient(t)
+	d := tcpDaemon(t)
+	runNode(t, dir, "MCP_TRANSPORT=http", "MCP_URL=http://"+d.tcp+"/mcp", "MCP_ALICE_TOKEN="+tokAlice, "MCP_BOB_TOKEN="+tokBob)
 }

@@ -62,6 +62,11 @@ type Options struct {
 	// MaxSubscriptions bounds one session's resource subscriptions
 	// (0: DefaultMaxSubscriptions).
 	MaxSubscriptions int
+	// SessionID, if set, names each new session (the streamable-HTTP
+	// endpoint binds the ID to the principal); SessionEnded is told when
+	// an initialized session ends.
+	SessionID    func() string
+	SessionEnded func(id string)
 }
 
 // DefaultMaxSubscriptions bounds the watchers one client may hold: each
@@ -106,6 +111,12 @@ func New(d Daemon, o Options) (*Server, error) {
 		},
 		SubscribeHandler:   s.subs.subscribe,
 		UnsubscribeHandler: s.subs.unsubscribe,
+		GetSessionID:       o.SessionID,
+		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+			if o.SessionEnded != nil && req.Session != nil {
+				go func() { _ = req.Session.Wait(); o.SessionEnded(req.Session.ID()) }()
+			}
+		},
 	})
 	s.addProcessTools()
 	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
@@ -123,6 +134,15 @@ func (s *Server) MCP() *mcp.Server { return s.srv }
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	defer s.subs.closeAll()
 	return s.srv.Run(ctx, t)
+}
+
+// Close ends every session of the server and its subscriptions (the
+// daemon's shutdown: SSE streams must not hold it up).
+func (s *Server) Close() {
+	for ss := range s.srv.Sessions() {
+		_ = ss.Close()
+	}
+	s.subs.closeAll()
 }
 
 // middleware answers resources/list from the daemon at each request (so

@@ -96,7 +96,7 @@ func resourceErr(uri string, err error) error {
 // subscription: a process printing a line per millisecond wakes its
 // client at most every notifyGap (coalesced), and the last change is
 // always told.
-const notifyGap = 20 * time.Millisecond
+const notifyGap = 10 * time.Millisecond
 
 // subscriptions holds the watchers of every session of one server.
 type subscriptions struct {

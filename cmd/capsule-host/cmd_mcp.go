@@ -6,8 +6,6 @@ import (
 	"io"
 	"os"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/mcp"
 )
@@ -80,8 +78,7 @@ func runMCP(e *env, o *opts, _ []string) error {
 		return err
 	}
 	lg.Info("capsule-host mcp serving on stdio", "daemon", c.Where(), "principal", principal)
-	t := &sdk.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
-	err = srv.Run(e.ctx, t)
+	err = srv.Run(e.ctx, mcp.StdioTransport(e.stdin, e.stdout))
 	if e.ctx.Err() != nil || errors.Is(err, io.EOF) {
 		// SIGINT/SIGTERM or the client closed stdin: a normal end.
 		return nil
@@ -108,7 +105,3 @@ func mcpPrincipal(o *opts, h api.Health) (string, error) {
 	}
 	return p, nil
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

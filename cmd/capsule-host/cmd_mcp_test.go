@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -404,4 +407,177 @@ func TestMCPNodeClientHTTP(t *testing.T) {
 	dir := nodeClient(t)
 	d := tcpDaemon(t)
 	runNode(t, dir, "MCP_TRANSPORT=http", "MCP_URL=http://"+d.tcp+"/mcp", "MCP_ALICE_TOKEN="+tokAlice, "MCP_BOB_TOKEN="+tokBob)
+}
+
+// Raw JSON-RPC on the stdio server: a malformed line and an unknown
+// method get JSON-RPC errors, and the session goes on.
+func TestMCPStdioBadJSONRPC(t *testing.T) {
+	d := startDaemon(t, nil)
+	cmd := reexec.Command(cliRole, "mcp", "--socket", d.sock, "--principal", "alice")
+	stderr := &testutil.SyncBuffer{}
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		stdin.Close()
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Errorf("capsule-host mcp exited with %v\n%s", err, stderr)
+			}
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+			t.Error("capsule-host mcp did not exit within 20s of stdin closing")
+		}
+	})
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	send := func(s string) {
+		if _, err := io.WriteString(stdin, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// answer returns the next message with the given id.
+	answer := func(id string) map[string]any {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("stdout closed waiting for id %s\n%s", id, stderr)
+				}
+				var m map[string]any
+				if json.Unmarshal([]byte(l), &m) != nil {
+					t.Fatalf("not JSON on stdout: %q", l)
+				}
+				if fmt.Sprint(m["id"]) == id {
+					return m
+				}
+			case <-deadline:
+				t.Fatalf("no answer with id %s within 20s\n%s", id, stderr)
+			}
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := answer("1"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"no/such/method","params":{}}`)
+	if m := answer("2"); m["error"] == nil {
+		t.Fatalf("unknown method: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"no__such_tool","arguments":{}}}`)
+	if m := answer("3"); m["error"] == nil {
+		t.Fatalf("unknown tool: %v", m)
+	}
+	// A malformed line, and JSON that is no JSON-RPC message: parse error
+	// and invalid request (id null), and the session goes on.
+	send(`{"jsonrpc":"2.0","id":4,`)
+	if m := answer("<nil>"); fmt.Sprint(m["error"].(map[string]any)["code"]) != "-32700" {
+		t.Fatalf("malformed line: %v", m)
+	}
+	send(`42`)
+	if m := answer("<nil>"); fmt.Sprint(m["error"].(map[string]any)["code"]) != "-32600" {
+		t.Fatalf("not a message: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
+	m := answer("5")
+	if res, _ := m["result"].(map[string]any); res == nil || !strings.Contains(fmt.Sprint(res["tools"]), "testcap__echo") {
+		t.Fatalf("tools/list after a malformed line: %v", m)
+	}
+}
+
+// Long calls report progress to a client that gave a progress token; a
+// capsule that went away is noticed at the next call, and the tool list
+// follows with notifications/tools/list_changed.
+func TestMCPProgressAndListChanged(t *testing.T) {
+	d := shellDaemon(t, nil)
+	progress := make(chan float64, 16)
+	changed := make(chan struct{}, 4)
+	stderr := &testutil.SyncBuffer{}
+	cmd := reexec.Command(cliRole, "mcp", "--socket", d.sock, "--principal", "alice")
+	cmd.Stderr = stderr
+	cl := sdk.NewClient(&sdk.Implementation{Name: "go-test", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
+			select {
+			case progress <- r.Params.Progress:
+			default:
+			}
+		},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := cl.Connect(ctx, &sdk.CommandTransport{Command: cmd}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	m := &mcpStdio{cs: cs, stderr: stderr}
+	var spawned struct{ OK string }
+	m.call(t, "testcap__spawn_persistent", map[string]any{
+		"request": map[string]any{"cmd": "/bin/sh", "args": []string{"-c", "exec sleep 600"}},
+	}, &spawned)
+	// wait on a process that keeps running: the call lasts its timeout.
+	p := &sdk.CallToolParams{Name: "testcap__wait", Arguments: map[string]any{"id": spawned.OK, "timeout_ms": 2500}}
+	p.SetProgressToken("tok-1")
+	if _, err := cs.CallTool(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-progress:
+		if n < 1 {
+			t.Fatalf("progress %v", n)
+		}
+	default:
+		t.Fatal("a 2.5 s call with a progress token sent no progress notification")
+	}
+	m.call(t, "stop_process", map[string]any{"id": spawned.OK, "grace_ms": 0}, &map[string]any{})
+
+	if err := d.rt.Host.Remove(ctx, "shell"); err != nil {
+		t.Fatal(err)
+	}
+	res := m.call(t, "shell__run_shell_command", map[string]any{"command": "true"}, nil)
+	if !res.IsError || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, "no-such-capsule") {
+		t.Fatalf("a removed capsule's tool: %+v", res)
+	}
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notifications/tools/list_changed within 20s of the capsule going away")
+	}
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range lt.Tools {
+		if strings.HasPrefix(tl.Name, "shell__") {
+			t.Fatalf("tools/list still has %s", tl.Name)
+		}
+	}
 }

@@ -69,9 +69,11 @@ type Options struct {
 	SessionEnded func(id string)
 }
 
-// DefaultMaxSubscriptions bounds the watchers one client may hold: each
-// costs a follow stream on the daemon.
-const DefaultMaxSubscriptions = 64
+// DefaultMaxSubscriptions bounds the watchers one session may hold. Over
+// the API client each costs a follow stream, that is a connection to the
+// daemon, where one uid holds at most 64 on the socket: the bound leaves
+// room for calls and for other clients.
+const DefaultMaxSubscriptions = 16
 
 // Server is one principal's MCP server over a Daemon.
 type Server struct {

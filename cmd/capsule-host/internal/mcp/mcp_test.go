@@ -398,3 +398,51 @@ func TestResourcesInProcess(t *testing.T) {
 		t.Fatalf("status after stop: %v %+v", err, rr)
 	}
 }
+
+// A thousand subscribe requests from one client: the session holds at
+// most DefaultMaxSubscriptions, every request past it gets the same
+// clear error, and the session keeps working.
+func TestSubscriptionBound(t *testing.T) {
+	d := startDaemon(t)
+	s := connect(t, d, mcp.Options{Principal: "alice"}, legacy)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var uris []string
+	for len(uris) <= mcp.DefaultMaxSubscriptions {
+		id := spawnReader(t, s)
+		uris = append(uris, mcp.ProcessURI(id, "status"), mcp.ProcessURI(id, "stdout"), mcp.ProcessURI(id, "stderr"))
+	}
+	accepted := map[string]bool{}
+	refused := 0
+	for i := 0; i < 1000; i++ {
+		u := uris[i%len(uris)]
+		err := s.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: u})
+		var je *jsonrpc.Error
+		switch {
+		case err == nil:
+			accepted[u] = true
+		case errors.As(err, &je) && strings.Contains(string(je.Data), "too-many-subscriptions") && strings.Contains(je.Message, "unsubscribe"):
+			refused++
+		default:
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+	}
+	if len(accepted) != mcp.DefaultMaxSubscriptions || refused == 0 {
+		t.Fatalf("%d distinct subscriptions accepted, %d refused", len(accepted), refused)
+	}
+	// Unsubscribing makes room again.
+	for u := range accepted {
+		if err := s.cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: u}); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if err := s.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[len(uris)-1]}); err != nil {
+		t.Fatalf("after an unsubscribe: %v", err)
+	}
+	var pl struct{ Processes []any }
+	structured(t, call(t, s, "list_processes", map[string]any{}), &pl)
+	if len(pl.Processes) != len(uris)/3 {
+		t.Fatalf("list_processes: %d processes", len(pl.Processes))
+	}
+}

@@ -581,3 +581,48 @@ func TestMCPProgressAndListChanged(t *testing.T) {
 		}
 	}
 }
+
+// @modelcontextprotocol/inspector-cli (pinned beside the SDK) in its CLI
+// mode lists the tools of `capsule-host mcp` and calls one.
+func TestMCPInspectorCLI(t *testing.T) {
+	dir := nodeClient(t)
+	cli := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector-cli", "build", "cli.js")
+	if _, err := os.Stat(cli); err != nil {
+		t.Skipf("SKIP: inspector-cli is not installed in %s: run `make mcp-client`", dir)
+	}
+	d := startDaemon(t, nil)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server command is a script, so none of its flags reach the
+	// inspector's own option parser.
+	script := filepath.Join(t.TempDir(), "capsule-host-mcp.sh")
+	body := fmt.Sprintf("#!/bin/bash\nexec -a %q %q mcp --socket %q --principal alice\n", cliRole, self, d.sock)
+	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	inspect := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		argv := append([]string{cli, "--cli", script}, args...)
+		cmd := exec.CommandContext(ctx, "node", argv...)
+		// inspector-cli 1.0.3 tests for "../package.json" relative to the
+		// working directory but imports it relative to its module: run it
+		// from its build directory, where both mean its own package.json.
+		cmd.Dir = filepath.Dir(cli)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("inspector-cli %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := inspect("--method", "tools/list"); !strings.Contains(out, `"testcap__echo"`) || !strings.Contains(out, `"list_processes"`) {
+		t.Fatalf("inspector-cli tools/list:\n%s", out)
+	}
+	out := inspect("--method", "tools/call", "--tool-name", "testcap__echo", "--tool-arg", "said=hello")
+	if !strings.Contains(out, "hello") || strings.Contains(out, `"isError": true`) {
+		t.Fatalf("inspector-cli tools/call:\n%s", out)
+	}
+}

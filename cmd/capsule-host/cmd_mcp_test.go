@@ -626,3 +626,108 @@ func TestMCPInspectorCLI(t *testing.T) {
 		t.Fatalf("inspector-cli tools/call:\n%s", out)
 	}
 }
+
+// sseEvent is one server-sent event.
+type sseEvent struct{ id, data string }
+
+// readSSE reads events from r until stop says so or r ends.
+func readSSE(r io.Reader, stop func(sseEvent) bool) []sseEvent {
+	var evs []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.data != "" {
+				evs = append(evs, cur)
+				if stop(cur) {
+					return evs
+				}
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id:"):
+			cur.id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+		case strings.HasPrefix(line, "data:"):
+			cur.data += strings.TrimSpace(strings.TrimPrefix(line, "data:"))
+		}
+	}
+	return evs
+}
+
+// Raw streamable HTTP: a call's SSE response stream is resumable: a GET
+// with Last-Event-ID of its progress event replays the result after it.
+func TestMCPHTTPResumableSSE(t *testing.T) {
+	d := tcpDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sid := ""
+	do := func(method, body string, hdr map[string]string) *http.Response {
+		t.Helper()
+		var rd io.Reader
+		if body != "" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, "http://"+d.tcp+"/mcp", rd)
+		req.Header.Set("Authorization", "Bearer "+tokAlice)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	all := func(sseEvent) bool { return false }
+	resp := do("POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, nil)
+	sid = resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, sid)
+	}
+	readSSE(resp.Body, all)
+	if resp := do("POST", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil); resp.StatusCode/100 != 2 {
+		t.Fatalf("initialized: %d", resp.StatusCode)
+	}
+	resp = do("POST", `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"testcap__spawn_persistent","arguments":{"request":{"cmd":"/bin/sh","args":["-c","exec sleep 600"]}}}}`, nil)
+	evs := readSSE(resp.Body, all)
+	var spawn struct {
+		Result struct {
+			StructuredContent struct{ OK string } `json:"structuredContent"`
+		}
+	}
+	if len(evs) == 0 || json.Unmarshal([]byte(evs[len(evs)-1].data), &spawn) != nil || spawn.Result.StructuredContent.OK == "" {
+		t.Fatalf("spawn: %+v", evs)
+	}
+	id := spawn.Result.StructuredContent.OK
+	// wait on a running process for 1.5 s, with a progress token: a
+	// progress event, then the result.
+	resp = do("POST", fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":"p"},"name":"testcap__wait","arguments":{"id":%q,"timeout_ms":1500}}}`, id), nil)
+	evs = readSSE(resp.Body, all)
+	if len(evs) < 2 || !strings.Contains(evs[0].data, "notifications/progress") || evs[0].id == "" || !strings.Contains(evs[len(evs)-1].data, `"id":3`) {
+		t.Fatalf("the call's stream: %+v", evs)
+	}
+	resp = do("GET", "", map[string]string{"Last-Event-ID": evs[0].id})
+	if resp.StatusCode != 200 {
+		t.Fatalf("resume: %d", resp.StatusCode)
+	}
+	replay := readSSE(resp.Body, func(e sseEvent) bool { return strings.Contains(e.data, `"id":3`) })
+	if len(replay) == 0 || !strings.Contains(replay[len(replay)-1].data, `"id":3`) {
+		t.Fatalf("resuming after %s replayed %+v", evs[0].id, replay)
+	}
+	// DELETE ends the session; its ID is unknown from then on.
+	if resp := do("DELETE", "", nil); resp.StatusCode/100 != 2 {
+		t.Fatalf("delete: %d", resp.StatusCode)
+	}
+	if resp := do("POST", `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`, nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("after delete: %d", resp.StatusCode)
+	}
+}

@@ -27,6 +27,10 @@ const MCPPath = "/mcp"
 // session and lists its processes again.
 const mcpSessionIdle = 30 * time.Minute
 
+// mcpEventBytes bounds the SSE events kept for resumption, all sessions
+// together (the oldest go first).
+const mcpEventBytes = 8 << 20
+
 // mcpEndpoint is the daemon's MCP endpoint: one mcp.Server per session,
 // for the principal of the request that opened it. On TCP the bearer
 // token is the principal; on the socket (the operator) the client names
@@ -53,8 +57,12 @@ type slot struct {
 
 func (s *Server) mcpHandler() http.Handler {
 	e := &mcpEndpoint{s: s, sessions: map[string]string{}, servers: map[*mcp.Server]bool{}}
+	// The event store makes SSE streams resumable (Last-Event-ID); it
+	// keeps the newest mcpEventBytes of all sessions.
+	store := sdk.NewMemoryEventStore(nil)
+	store.SetMaxBytes(mcpEventBytes)
 	e.h = sdk.NewStreamableHTTPHandler(e.server, &sdk.StreamableHTTPOptions{
-		Logger: s.log, SessionTimeout: mcpSessionIdle, MaxRequestBodyBytes: maxBody,
+		Logger: s.log, SessionTimeout: mcpSessionIdle, MaxRequestBodyBytes: maxBody, EventStore: store,
 	})
 	go func() {
 		<-s.stopping

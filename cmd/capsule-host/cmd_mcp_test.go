@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -189,6 +190,8 @@ func TestMCPStdioAgainstDaemon(t *testing.T) {
 		t.Fatalf("bob stopping alice's process: %+v", res)
 	}
 
+	cancelledWait(t, d, a, id)
+
 	var stopped struct {
 		ExitText string `json:"exit_text"`
 	}
@@ -344,6 +347,8 @@ func TestMCPHTTPAgainstDaemon(t *testing.T) {
 	if err != nil || rr.Contents[0].Text != "got over http\n" {
 		t.Fatalf("read: %v %+v", err, rr)
 	}
+
+	cancelledWait(t, d, a, id)
 
 	b := httpSession(t, d, tokBob)
 	var pl procList
@@ -730,4 +735,34 @@ func TestMCPHTTPResumableSSE(t *testing.T) {
 	if resp := do("POST", `{"jsonrpc":"2.0","id":4,"method":"tools/list"}`, nil); resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("after delete: %d", resp.StatusCode)
 	}
+}
+
+// cancelledWait starts a long testcap wait on the running process id,
+// cancels it from the client, and checks that the call returns at once
+// and that the daemon saw the guest call cancelled (not timed out).
+func cancelledWait(t *testing.T, d *testDaemon, m *mcpStdio, id string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.cs.CallTool(ctx, &sdk.CallToolParams{Name: "testcap__wait", Arguments: map[string]any{"id": id, "timeout_ms": 25000}})
+		errc <- err
+	}()
+	time.AfterFunc(300*time.Millisecond, cancel)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("the cancelled call returned %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled call did not return within 20s")
+	}
+	waitFor(t, func() bool {
+		for _, l := range strings.Split(d.logs.String(), "\n") {
+			if strings.Contains(l, "call failed") && strings.Contains(l, "tool=wait") && strings.Contains(l, "code=cancelled") {
+				return true
+			}
+		}
+		return false
+	})
 }

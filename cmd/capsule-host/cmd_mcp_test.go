@@ -247,7 +247,9 @@ func nodeClient(t *testing.T) string {
 // runNode runs client.mjs with env and fails the test unless it passes.
 func runNode(t *testing.T, dir string, env ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// Generous: under -race on a loaded machine every re-executed CLI is
+	// slow to start; the script bounds each of its own waits at 30 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "client.mjs")
 	cmd.Dir = dir
@@ -609,7 +611,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 	}
 	inspect := func(args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		argv := append([]string{cli, "--cli", script}, args...)
 		cmd := exec.CommandContext(ctx, "node", argv...)

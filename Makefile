@@ -15,7 +15,7 @@ APT_COMMANDS := runc bwrap busybox wat2wasm gcc
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/... ./capsules/internal/e2e/...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test deps go-deps npm-deps vet hygiene funclen unit abi-tests wasmtime-leg purego capsules verify-capsules bench e2e clean
+.PHONY: all build demo test deps go-deps npm-deps mcp-client vet hygiene funclen unit abi-tests wasmtime-leg purego capsules verify-capsules bench e2e clean
 
 all: build
 
@@ -38,14 +38,20 @@ deps:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libc6-dev >/dev/null; }
 
-# npm-deps installs the pinned npm packages (package-lock.json) the tests
-# build real components with; without node the tests that need them skip,
-# saying so.
-NPM_DIRS = host/component/testdata/build
+# npm-deps installs node (Debian's nodejs, npm) when missing, then the npm
+# packages exactly as pinned in each lockfile: jco and componentize-js for
+# the component tests of host/component, the TypeScript MCP SDK and
+# inspector-cli for the MCP tests of cmd/capsule-host. The tests that need
+# them skip, saying so, without them.
+NPM_DIRS = host/component/testdata/build cmd/capsule-host/testdata/mcp-client
 npm-deps:
-	@if command -v npm >/dev/null 2>&1; then \
-	  for d in $(NPM_DIRS); do [ -d $$d/node_modules ] || npm ci --no-audit --no-fund --prefix $$d >/dev/null || exit 1; done; \
-	else echo ">> npm not found: tests that build components skip"; fi
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; fi
+	@for d in $(NPM_DIRS); do [ -d $$d/node_modules ] || npm ci --no-audit --no-fund --loglevel=error --prefix $$d || exit 1; done
+
+# mcp-client is npm-deps (the name the MCP tests' skip message gives).
+mcp-client: npm-deps
 
 go-deps:
 	$(GO) mod download

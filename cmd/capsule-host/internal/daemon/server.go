@@ -147,6 +147,7 @@ func (s *Server) mux() *http.ServeMux {
 	m.HandleFunc("GET /v1/processes/{id}", s.process)
 	m.HandleFunc("GET /v1/processes/{id}/logs", s.logs)
 	m.HandleFunc("POST /v1/processes/{id}/stop", s.stop)
+	m.Handle(MCPPath, s.mcpHandler()) // streamable-HTTP MCP (mcp.go)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, api.CodeInvalidRequest, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})

@@ -1,0 +1,173 @@
+// Package mcp is capsule-host's Model Context Protocol front end: every
+// capsule tool as an MCP tool, the caller's persistent processes as tools
+// and as resources with subscriptions. It speaks to a Daemon (the API
+// client over the unix socket or loopback TCP, or the daemon's own runtime
+// for its streamable-HTTP endpoint), never to the host directly, so the
+// processes live in the daemon and outlive the MCP client.
+//
+// The protocol is the official Go SDK's (github.com/modelcontextprotocol/
+// go-sdk); this package only maps names, schemas, results and errors.
+//
+// Names (MCP tool names are [A-Za-z0-9_.-]{1,128}; many clients accept
+// only [A-Za-z0-9_-]):
+//
+//	CAPSULE__TOOL    a capsule tool (capsule names never hold "_", so the
+//	                 first "__" splits the name unambiguously)
+//	list_processes, read_process_output, process_status, stop_process
+//	                 the process tools (no "__": they cannot collide)
+//
+// Resources, one set per persistent process of the principal:
+//
+//	capsule-host://process/ID/status   JSON (api.Process)
+//	capsule-host://process/ID/stdout   output; ?cursor=C&max=N reads on
+//	capsule-host://process/ID/stderr   from a cursor (_meta carries next)
+package mcp
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+)
+
+// Daemon is what the MCP front end needs of the daemon: the API client's
+// methods. *api.Client implements it.
+type Daemon interface {
+	Capsules(ctx context.Context) ([]api.Capsule, error)
+	Call(ctx context.Context, req api.CallRequest) (api.CallResponse, error)
+	Processes(ctx context.Context, capsule, principal string) ([]api.Process, error)
+	Process(ctx context.Context, id string) (api.Process, error)
+	Logs(ctx context.Context, id string, q api.LogQuery) (api.LogChunk, error)
+	Follow(ctx context.Context, id string, q api.LogQuery, fn func(api.LogChunk) error) error
+	Stop(ctx context.Context, id string, grace *time.Duration) (api.Exit, error)
+}
+
+// ErrNoPrincipal: an MCP server must act for a named principal; the
+// owner-fallback cannot hold persistent processes, which is the point of
+// going through the daemon.
+var ErrNoPrincipal = errors.New("the MCP server needs a principal")
+
+// Options configure one MCP server.
+type Options struct {
+	// Principal every call acts for and whose processes are visible.
+	Principal string
+	// Version is reported to clients as the server's version.
+	Version string
+	Log     *slog.Logger
+	// MaxSubscriptions bounds one session's resource subscriptions
+	// (0: DefaultMaxSubscriptions).
+	MaxSubscriptions int
+	// SessionID, if set, names each new session (the streamable-HTTP
+	// endpoint binds the ID to the principal); SessionEnded is told when
+	// an initialized session ends.
+	SessionID    func() string
+	SessionEnded func(id string)
+}
+
+// DefaultMaxSubscriptions bounds the watchers one session may hold. Over
+// the API client each costs a follow stream, that is a connection to the
+// daemon, where one uid holds at most 64 on the socket: the bound leaves
+// room for calls and for other clients.
+const DefaultMaxSubscriptions = 16
+
+// Server is one principal's MCP server over a Daemon.
+type Server struct {
+	d    Daemon
+	o    Options
+	log  *slog.Logger
+	srv  *mcp.Server
+	subs *subscriptions
+
+	mu    sync.Mutex
+	tools map[string]toolRef // MCP name -> capsule tool, as last synced
+}
+
+// New returns the MCP server for o.Principal over d. Call SyncTools before
+// serving so the first tools/list is complete.
+func New(d Daemon, o Options) (*Server, error) {
+	if o.Principal == "" {
+		return nil, ErrNoPrincipal
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxSubscriptions <= 0 {
+		o.MaxSubscriptions = DefaultMaxSubscriptions
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	s := &Server{d: d, o: o, log: o.Log, tools: map[string]toolRef{}}
+	s.subs = newSubscriptions(s)
+	s.srv = mcp.NewServer(&mcp.Implementation{Name: "capsule-host", Version: o.Version}, &mcp.ServerOptions{
+		Instructions: "Tools of the capsules loaded in the capsule-host daemon (CAPSULE__TOOL), and this principal's persistent processes as tools and resources (capsule-host://process/ID/{status,stdout,stderr}); subscribe to a resource to be told of new output and of the exit.",
+		Logger:       o.Log,
+		Capabilities: &mcp.ServerCapabilities{
+			Tools:     &mcp.ToolCapabilities{ListChanged: true},
+			Resources: &mcp.ResourceCapabilities{Subscribe: true, ListChanged: true},
+		},
+		SubscribeHandler:   s.subs.subscribe,
+		UnsubscribeHandler: s.subs.unsubscribe,
+		GetSessionID:       o.SessionID,
+		InitializedHandler: func(_ context.Context, req *mcp.InitializedRequest) {
+			if o.SessionEnded != nil && req.Session != nil {
+				go func() { _ = req.Session.Wait(); o.SessionEnded(req.Session.ID()) }()
+			}
+		},
+	})
+	s.addProcessTools()
+	s.srv.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name: "process", URITemplate: uriScheme + "process/{id}/{stream}",
+		Description: "A persistent process of this principal: stream is status (JSON), stdout or stderr (add ?cursor=C to read on).",
+	}, s.readResource)
+	s.srv.AddReceivingMiddleware(s.middleware)
+	return s, nil
+}
+
+// MCP returns the SDK server (for a transport or an HTTP handler).
+func (s *Server) MCP() *mcp.Server { return s.srv }
+
+// Run serves one session on t until the client leaves or ctx ends.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	defer s.subs.closeAll()
+	return s.srv.Run(ctx, t)
+}
+
+// Close ends every session of the server and its subscriptions (the
+// daemon's shutdown: SSE streams must not hold it up).
+func (s *Server) Close() {
+	for ss := range s.srv.Sessions() {
+		_ = ss.Close()
+	}
+	s.subs.closeAll()
+}
+
+// middleware answers resources/list from the daemon at each request (so
+// a client that lost its context lists its processes again, and nothing
+// is cached that could go stale), answers resources/read, and refreshes the tool list before
+// tools/list (so a capsule loaded or removed since shows up, with
+// notifications/tools/list_changed to the sessions).
+func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "resources/list":
+			return s.listResources(ctx)
+		case "resources/read":
+			// Here rather than through the template: the SDK's template
+			// match refuses a URI with a query (?cursor=).
+			if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
+				return s.readResource(ctx, r)
+			}
+		case "tools/list":
+			if err := s.SyncTools(ctx); err != nil {
+				s.log.Warn("refreshing the tool list", "err", err)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}

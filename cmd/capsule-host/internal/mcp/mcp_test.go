@@ -1,0 +1,448 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/mcp"
+	"github.com/capsule-host/capsule-host/host/config"
+	"github.com/capsule-host/capsule-host/internal/testutil"
+)
+
+// TestMain lets the backends re-execute this test binary as their helpers.
+func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
+
+// startDaemon runs a real daemon (the conformance capsule testcap) on a
+// temporary socket and returns an API client for it.
+func startDaemon(t *testing.T) *api.Client {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := config.Default()
+	cfg.SetStateDir(filepath.Join(dir, "state"))
+	cfg.Socket = filepath.Join(dir, "d.sock")
+	off := false
+	cfg.Bundled = &off
+	tc, err := filepath.Abs("../../../../capsules/testcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Capsules = []string{tc}
+	cfg.ShutdownGrace = config.Duration(3 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	sock, err := daemon.ListenSocket(cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := daemon.Open(ctx, cfg, daemon.Options{Log: slog.New(slog.DiscardHandler), Version: "test"})
+	if err != nil {
+		sock.Close()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- daemon.Serve(ctx, rt, sock, nil, cfg.ShutdownGrace.D()) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("the daemon did not stop within 60s")
+		}
+	})
+	return api.NewUnix(cfg.Socket)
+}
+
+// session is one in-process MCP client session against an mcp.Server.
+type session struct {
+	cs      *sdk.ClientSession
+	updated chan string
+	changed chan struct{}
+}
+
+// legacy is the newest protocol version with resources/subscribe as a
+// request (the TypeScript SDK's); the Go SDK's default (2026-07-28)
+// subscribes with subscriptions/listen, whose refusals its client does not
+// return from Subscribe.
+const legacy = "2025-11-25"
+
+func connect(t *testing.T, d mcp.Daemon, o mcp.Options, version ...string) *session {
+	t.Helper()
+	srv, err := mcp.New(d, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	if err := srv.SyncTools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, ct := sdk.NewInMemoryTransports()
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx, st) }()
+	s := &session{updated: make(chan string, 256), changed: make(chan struct{}, 16)}
+	copts := &sdk.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) {
+			select {
+			case s.updated <- r.Params.URI:
+			default:
+			}
+		},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			select {
+			case s.changed <- struct{}{}:
+			default:
+			}
+		},
+	}
+	var sopts *sdk.ClientSessionOptions
+	if len(version) > 0 {
+		sopts = &sdk.ClientSessionOptions{ProtocolVersion: version[0]}
+	}
+	cl := sdk.NewClient(&sdk.Implementation{Name: "go-test", Version: "1"}, copts)
+	cs, err := cl.Connect(ctx, ct, sopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.cs = cs
+	t.Cleanup(func() {
+		cs.Close()
+		select {
+		case <-ran:
+		case <-time.After(30 * time.Second):
+			t.Error("the MCP server did not end within 30s of the client leaving")
+		}
+		cancel()
+	})
+	return s
+}
+
+func call(t *testing.T, s *session, name string, args any) *sdk.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+// errCode is the typed code of a failed call.
+func errCode(t *testing.T, res *sdk.CallToolResult) string {
+	t.Helper()
+	if !res.IsError {
+		t.Fatalf("want an error result, got %+v", res.StructuredContent)
+	}
+	m, _ := res.StructuredContent.(map[string]any)
+	e, _ := m["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+func structured(t *testing.T, res *sdk.CallToolResult, v any) {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("tool error: %v", res.Content[0].(*sdk.TextContent).Text)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+}
+
+// spawnReader starts, as s's principal, a persistent process that echoes
+// each stdin line as "got LINE", and returns its ID.
+func spawnReader(t *testing.T, s *session) string {
+	t.Helper()
+	res := call(t, s, "testcap__spawn_persistent", map[string]any{
+		"request": map[string]any{"cmd": "/bin/sh", "args": []string{"-c", `while read l; do echo "got $l"; done`}},
+		"options": map[string]any{"label": "reader", "keep_stdin_open": true},
+	})
+	var out struct {
+		OK    string `json:"ok"`
+		Error any    `json:"error"`
+	}
+	structured(t, res, &out)
+	if out.OK == "" {
+		t.Fatalf("spawn: %+v", out)
+	}
+	return out.OK
+}
+
+func waitUpdate(t *testing.T, s *session, uri string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case u := <-s.updated:
+			if u == uri {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no resources/updated for %s within 30s", uri)
+		}
+	}
+}
+
+func TestToolNames(t *testing.T) {
+	if n := mcp.ToolName("my-cap", "run_it"); n != "my-cap__run_it" {
+		t.Fatalf("ToolName = %q", n)
+	}
+	c, tool, ok := mcp.SplitToolName("my-cap__run__it")
+	if !ok || c != "my-cap" || tool != "run__it" {
+		t.Fatalf("SplitToolName = %q %q %v", c, tool, ok)
+	}
+	if _, _, ok := mcp.SplitToolName("list_processes"); ok {
+		t.Fatal("a process tool's name split as a capsule tool")
+	}
+	if n := mcp.ToolName(strings.Repeat("c", 63), strings.Repeat("t", 64)); n != "" {
+		t.Fatalf("a 129-character name was accepted: %q", n)
+	}
+	if _, err := mcp.New(nil, mcp.Options{}); !errors.Is(err, mcp.ErrNoPrincipal) {
+		t.Fatalf("New without a principal: %v", err)
+	}
+}
+
+// The SDK's client in-process against a real daemon: tools with their
+// declared schemas, results, typed errors, cancellation.
+func TestToolsInProcess(t *testing.T) {
+	d := startDaemon(t)
+	s := connect(t, d, mcp.Options{Principal: "alice"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	lt, err := s.cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*sdk.Tool{}
+	for _, tl := range lt.Tools {
+		byName[tl.Name] = tl
+	}
+	for _, want := range []string{"testcap__echo", "testcap__fail", "testcap__spawn_persistent", "list_processes", "read_process_output", "process_status", "stop_process"} {
+		if byName[want] == nil {
+			t.Fatalf("tools/list lacks %s (has %d tools)", want, len(lt.Tools))
+		}
+	}
+	caps, err := d.Capsules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range caps[0].Tools {
+		if tl.Name != "fail" {
+			continue
+		}
+		got, _ := json.Marshal(byName["testcap__fail"].InputSchema)
+		var a, b any
+		_ = json.Unmarshal(got, &a)
+		_ = json.Unmarshal(tl.InputSchema, &b)
+		if ja, jb := mustJSON(a), mustJSON(b); ja != jb {
+			t.Fatalf("schema of testcap__fail over MCP %s, declared %s", ja, jb)
+		}
+		if byName["testcap__fail"].Description != tl.Description {
+			t.Fatalf("description %q, declared %q", byName["testcap__fail"].Description, tl.Description)
+		}
+	}
+
+	var echoed map[string]any
+	res := call(t, s, "testcap__echo", map[string]any{"a": []int{1, 2}})
+	structured(t, res, &echoed)
+	if mustJSON(echoed["a"]) != "[1,2]" || !strings.Contains(res.Content[0].(*sdk.TextContent).Text, `"a"`) {
+		t.Fatalf("echo: %+v / %v", echoed, res.Content)
+	}
+	if code := errCode(t, call(t, s, "testcap__fail", map[string]any{"message": "boom"})); code != api.CodeToolError {
+		t.Fatalf("fail: code %q", code)
+	}
+	if code := errCode(t, call(t, s, "testcap__fail", map[string]any{"message": 5})); code != api.CodeInvalidRequest {
+		t.Fatalf("schema-breaking arguments: code %q", code)
+	}
+	if code := errCode(t, call(t, s, "process_status", map[string]any{"id": "nope"})); code != api.CodeNoSuchProcess {
+		t.Fatalf("unknown process: code %q", code)
+	}
+	if code := errCode(t, call(t, s, "read_process_output", map[string]any{"id": "x", "bogus": 1})); code != api.CodeInvalidRequest {
+		t.Fatalf("unknown argument: code %q", code)
+	}
+	if _, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Name: "nope__tool", Arguments: map[string]any{}}); err == nil {
+		t.Fatal("an unknown tool was answered")
+	}
+
+	// Cancellation: a call waiting on a live process is cancelled by the
+	// client; the session goes on answering.
+	id := spawnReader(t, s)
+	cctx, ccancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := s.cs.CallTool(cctx, &sdk.CallToolParams{Name: "testcap__wait", Arguments: map[string]any{"id": id, "timeout_ms": 25000}})
+		errc <- err
+	}()
+	time.AfterFunc(300*time.Millisecond, ccancel)
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled call: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled call did not return within 20s")
+	}
+	ccancel()
+	var st struct{ Phase string }
+	structured(t, call(t, s, "process_status", map[string]any{"id": id}), &st)
+	if st.Phase != "running" {
+		t.Fatalf("after the cancelled wait: phase %q", st.Phase)
+	}
+	structured(t, call(t, s, "stop_process", map[string]any{"id": id, "grace_ms": 0}), &map[string]any{})
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// Processes as resources: listed per principal, read from a cursor,
+// subscribed to, updated on output and on exit; invisible to another
+// principal, whose answers match an unknown URI's; subscriptions bounded.
+func TestResourcesInProcess(t *testing.T) {
+	d := startDaemon(t)
+	alice := connect(t, d, mcp.Options{Principal: "alice", MaxSubscriptions: 2}, legacy)
+	bob := connect(t, d, mcp.Options{Principal: "bob"}, legacy)
+	// The same principal on the newest protocol (subscriptions/listen).
+	alice2 := connect(t, d, mcp.Options{Principal: "alice"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	id := spawnReader(t, alice)
+	stdout, status := mcp.ProcessURI(id, "stdout"), mcp.ProcessURI(id, "status")
+	lr, err := alice.cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uris := map[string]bool{}
+	for _, r := range lr.Resources {
+		uris[r.URI] = true
+	}
+	if !uris[stdout] || !uris[status] || !uris[mcp.ProcessURI(id, "stderr")] {
+		t.Fatalf("resources/list: %v", uris)
+	}
+	if err := alice.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: stdout}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: status}); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice2.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: stdout}); err != nil {
+		t.Fatal(err)
+	}
+	// Over the bound: a clear error with its code.
+	err = alice.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: mcp.ProcessURI(id, "stderr")})
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || !strings.Contains(string(je.Data), "too-many-subscriptions") {
+		t.Fatalf("third subscription: %v", err)
+	}
+
+	structured(t, call(t, alice, "testcap__write_stdin", map[string]any{"id": id, "data": "hello\n"}), &map[string]any{})
+	waitUpdate(t, alice, stdout)
+	waitUpdate(t, alice2, stdout)
+	rr, err := alice.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: stdout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rr.Contents) != 1 || rr.Contents[0].Text != "got hello\n" {
+		t.Fatalf("read %s: %+v", stdout, rr.Contents[0])
+	}
+	next, _ := rr.Contents[0].Meta["next_uri"].(string)
+	structured(t, call(t, alice, "testcap__write_stdin", map[string]any{"id": id, "data": "again\n"}), &map[string]any{})
+	waitUpdate(t, alice, stdout)
+	rr, err = alice.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: next})
+	if err != nil || rr.Contents[0].Text != "got again\n" {
+		t.Fatalf("read from the cursor %s: %v %+v", next, err, rr)
+	}
+
+	// Bob sees none of it, and learns nothing from trying.
+	lr, err = bob.cs.ListResources(ctx, nil)
+	if err != nil || len(lr.Resources) != 0 {
+		t.Fatalf("bob's resources/list: %v %+v", err, lr)
+	}
+	unknown := mcp.ProcessURI("no-such-id", "stdout")
+	for _, op := range []func(string) error{
+		func(u string) error { _, err := bob.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: u}); return err },
+		func(u string) error { return bob.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: u}) },
+	} {
+		errTheirs, errUnknown := op(stdout), op(unknown)
+		var a, b *jsonrpc.Error
+		if !errors.As(errTheirs, &a) || !errors.As(errUnknown, &b) || a.Code != b.Code || a.Message != b.Message {
+			t.Fatalf("another principal's URI: %v; an unknown one: %v", errTheirs, errUnknown)
+		}
+	}
+	if code := errCode(t, call(t, bob, "stop_process", map[string]any{"id": id})); code != api.CodeNoSuchProcess {
+		t.Fatalf("bob stopping alice's process: %q", code)
+	}
+
+	// The exit reaches the status subscription.
+	structured(t, call(t, alice, "stop_process", map[string]any{"id": id}), &map[string]any{})
+	waitUpdate(t, alice, status)
+	rr, err = alice.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: status})
+	if err != nil || !strings.Contains(rr.Contents[0].Text, `"phase":"exited"`) {
+		t.Fatalf("status after stop: %v %+v", err, rr)
+	}
+}
+
+// A thousand subscribe requests from one client: the session holds at
+// most DefaultMaxSubscriptions, every request past it gets the same
+// clear error, and the session keeps working.
+func TestSubscriptionBound(t *testing.T) {
+	d := startDaemon(t)
+	s := connect(t, d, mcp.Options{Principal: "alice"}, legacy)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var uris []string
+	for len(uris) <= mcp.DefaultMaxSubscriptions {
+		id := spawnReader(t, s)
+		uris = append(uris, mcp.ProcessURI(id, "status"), mcp.ProcessURI(id, "stdout"), mcp.ProcessURI(id, "stderr"))
+	}
+	accepted := map[string]bool{}
+	refused := 0
+	for i := 0; i < 1000; i++ {
+		u := uris[i%len(uris)]
+		err := s.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: u})
+		var je *jsonrpc.Error
+		switch {
+		case err == nil:
+			accepted[u] = true
+		case errors.As(err, &je) && strings.Contains(string(je.Data), "too-many-subscriptions") && strings.Contains(je.Message, "unsubscribe"):
+			refused++
+		default:
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+	}
+	if len(accepted) != mcp.DefaultMaxSubscriptions || refused == 0 {
+		t.Fatalf("%d distinct subscriptions accepted, %d refused", len(accepted), refused)
+	}
+	// Unsubscribing makes room again.
+	for u := range accepted {
+		if err := s.cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: u}); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	if err := s.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[len(uris)-1]}); err != nil {
+		t.Fatalf("after an unsubscribe: %v", err)
+	}
+	var pl struct{ Processes []any }
+	structured(t, call(t, s, "list_processes", map[string]any{}), &pl)
+	if len(pl.Processes) != len(uris)/3 {
+		t.Fatalf("list_processes: %d processes", len(pl.Processes))
+	}
+}

@@ -1,0 +1,263 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+)
+
+// listResources answers resources/list from the daemon: three URIs per
+// process of this principal. The list is never cached, so it is what the
+// daemon holds now, whatever the client forgot.
+func (s *Server) listResources(ctx context.Context) (*mcp.ListResourcesResult, error) {
+	ps, err := s.mine(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	res := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
+	for _, p := range ps {
+		name := p.Capsule + " " + p.Label
+		if p.Label == "" {
+			name = p.Capsule + " " + p.ID
+		}
+		res.Resources = append(res.Resources,
+			&mcp.Resource{URI: ProcessURI(p.ID, "status"), Name: name + " status", MIMEType: "application/json",
+				Description: fmt.Sprintf("%s (%s): %s", p.Command, p.Phase, api.ExitText(p.Exit))},
+			&mcp.Resource{URI: ProcessURI(p.ID, "stdout"), Name: name + " stdout", MIMEType: "text/plain", Size: int64(p.BufferedBytes)},
+			&mcp.Resource{URI: ProcessURI(p.ID, "stderr"), Name: name + " stderr", MIMEType: "text/plain"},
+		)
+	}
+	return res, nil
+}
+
+// readResource reads one process resource. Another principal's process
+// and an unknown one get the same resource-not-found.
+func (s *Server) readResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	uri := req.Params.URI
+	ref, ok := parseProcessURI(uri)
+	if !ok {
+		return nil, mcp.ResourceNotFoundError(uri)
+	}
+	if ref.stream == "status" {
+		p, err := s.own(ctx, ref.id)
+		if err != nil {
+			return nil, resourceErr(uri, err)
+		}
+		b, err := json.Marshal(view(p))
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
+	}
+	ch, err := s.read(ctx, readArgs{ID: ref.id, Stream: ref.stream, Cursor: ref.cursor, MaxBytes: ref.max})
+	if err != nil {
+		return nil, resourceErr(uri, err)
+	}
+	next := ProcessURI(ref.id, ref.stream) + "?cursor=" + url.QueryEscape(ch.Next)
+	c := &mcp.ResourceContents{URI: uri, MIMEType: "text/plain",
+		Meta: mcp.Meta{"next": ch.Next, "next_uri": next, "eof": ch.EOF, "bytes_dropped": ch.BytesDropped}}
+	if len(ch.Data) > 0 && utf8.Valid(ch.Data) {
+		c.Text = string(ch.Data)
+	} else {
+		// Empty or not UTF-8: a blob ("" for none), so the contents always
+		// carry one of text or blob as the schema wants.
+		c.MIMEType = "application/octet-stream"
+		c.Blob = append([]byte{}, ch.Data...)
+	}
+	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{c}, Meta: c.Meta}, nil
+}
+
+// resourceErr maps a daemon error on a resource: no such process is
+// resource-not-found (the same as an unknown URI), the rest keep their
+// code in the JSON-RPC error's data.
+func resourceErr(uri string, err error) error {
+	code := ErrorCode(err)
+	if code == api.CodeNoSuchProcess {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	data, _ := json.Marshal(map[string]string{"uri": uri, "code": code})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: code + ": " + err.Error(), Data: data}
+}
+
+// notifyGap is the least time between two resources/updated for one
+// subscription: a process printing a line per millisecond wakes its
+// client at most every notifyGap (coalesced), and the last change is
+// always told.
+const notifyGap = 10 * time.Millisecond
+
+// subscriptions holds the watchers of every session of one server.
+type subscriptions struct {
+	s  *Server
+	mu sync.Mutex
+	// by session, then URI: the watcher's cancel.
+	w map[*mcp.ServerSession]map[string]context.CancelFunc
+	// wg counts running watchers (closeAll waits for them).
+	wg sync.WaitGroup
+}
+
+func newSubscriptions(s *Server) *subscriptions {
+	return &subscriptions{s: s, w: map[*mcp.ServerSession]map[string]context.CancelFunc{}}
+}
+
+// codeTooManySubscriptions is the code in the JSON-RPC error's data when
+// a session is at its bound.
+const codeTooManySubscriptions = "too-many-subscriptions"
+
+func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+	uri := req.Params.URI
+	ref, ok := parseProcessURI(uri)
+	if !ok || ref.cursor != "" || ref.max != 0 {
+		return mcp.ResourceNotFoundError(uri)
+	}
+	if _, err := ss.s.own(ctx, ref.id); err != nil {
+		return resourceErr(uri, err)
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	m := ss.w[req.Session]
+	if m == nil {
+		m = map[string]context.CancelFunc{}
+		ss.w[req.Session] = m
+		go ss.reapOnClose(req.Session)
+	}
+	if _, dup := m[uri]; dup {
+		return nil
+	}
+	if len(m) >= ss.s.o.MaxSubscriptions {
+		data, _ := json.Marshal(map[string]any{"code": codeTooManySubscriptions, "max": ss.s.o.MaxSubscriptions})
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Data: data,
+			Message: fmt.Sprintf("%s: this session holds %d subscriptions, the most it may; unsubscribe from one first", codeTooManySubscriptions, len(m))}
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	m[uri] = cancel
+	ss.wg.Add(1)
+	go func() {
+		defer ss.wg.Done()
+		ss.watch(wctx, uri, ref)
+	}()
+	return nil
+}
+
+func (ss *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if cancel, ok := ss.w[req.Session][req.Params.URI]; ok {
+		cancel()
+		delete(ss.w[req.Session], req.Params.URI)
+	}
+	return nil
+}
+
+// reapOnClose ends a session's watchers when the session ends.
+func (ss *subscriptions) reapOnClose(sess *mcp.ServerSession) {
+	_ = sess.Wait()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, cancel := range ss.w[sess] {
+		cancel()
+	}
+	delete(ss.w, sess)
+}
+
+// closeAll ends every watcher and waits for them.
+func (ss *subscriptions) closeAll() {
+	ss.mu.Lock()
+	for sess, m := range ss.w {
+		for _, cancel := range m {
+			cancel()
+		}
+		delete(ss.w, sess)
+	}
+	ss.mu.Unlock()
+	ss.wg.Wait()
+}
+
+// watch tells the subscribers of uri when it changes: for a stream, each
+// time the daemon's follow stream brings new bytes and once at its end;
+// for status, when stdout ends (the process exited). The daemon pushes
+// chunks on its follow stream; nothing here polls.
+func (ss *subscriptions) watch(ctx context.Context, uri string, ref procRef) {
+	stream := ref.stream
+	if stream == "status" {
+		stream = "stdout"
+	}
+	cursor, err := ss.tail(ctx, ref.id, stream)
+	if err != nil {
+		return
+	}
+	dirty := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ss.notifier(ctx, uri, dirty)
+	}()
+	mark := func() {
+		select {
+		case dirty <- struct{}{}:
+		default:
+		}
+	}
+	err = ss.s.d.Follow(ctx, ref.id, api.LogQuery{Stream: stream, Cursor: cursor}, func(ch api.LogChunk) error {
+		if ref.stream != "status" && (len(ch.Data) > 0 || ch.BytesDropped > 0) {
+			mark()
+		}
+		if ch.EOF {
+			mark()
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		ss.s.log.Debug("a subscription's follow stream ended", "uri", uri, "err", err)
+		mark() // the process is gone or the daemon is: worth a re-read
+	}
+	close(dirty)
+	<-done
+}
+
+// tail returns the cursor after the last retained byte of a stream, so a
+// new subscription is told of output that comes after it, not before.
+func (ss *subscriptions) tail(ctx context.Context, id, stream string) (string, error) {
+	cursor := ""
+	for {
+		ch, err := ss.s.d.Logs(ctx, id, api.LogQuery{Stream: stream, Cursor: cursor, Max: 1 << 20})
+		if err != nil {
+			return "", err
+		}
+		if ch.Next != "" {
+			cursor = ch.Next
+		}
+		if len(ch.Data) == 0 {
+			return cursor, nil
+		}
+	}
+}
+
+// notifier sends resources/updated for each mark on dirty, at most one per
+// notifyGap: marks that arrive in between fold into one notification.
+func (ss *subscriptions) notifier(ctx context.Context, uri string, dirty <-chan struct{}) {
+	for range dirty {
+		if err := ss.s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
+			return
+		}
+		t := time.NewTimer(notifyGap)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/capsule-host/capsule-host/capsules"
 	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/internal/procfs"
+	"github.com/capsule-host/capsule-host/sandbox"
 )
 
 // The standing attack suite of issue 13: a real daemon on the DEFAULT
@@ -296,4 +298,41 @@ func stateFiles(t *testing.T, state, ws string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Where bwrap cannot start, the default config refuses to start, with
+// the fix, rather than fall back to running principals unisolated.
+func TestDefaultConfigNeedsBwrap(t *testing.T) {
+	cfg := config.Default()
+	cfg.SetStateDir(filepath.Join(t.TempDir(), "state"))
+	cfg.Backends.Bwrap.Path = "/nonexistent/bwrap"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt, err := Open(ctx, cfg, Options{Bundled: capsules.Bundled, Log: slog.New(slog.DiscardHandler), Version: "test"})
+	if err == nil {
+		rt.Close(ctx)
+		t.Fatal("the default config started without bwrap")
+	}
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "install bubblewrap") {
+		t.Errorf("error %v: want ErrUnavailable naming the fix", err)
+	}
+}
+
+// local, chosen explicitly, starts and says at every start that it
+// isolates nothing.
+func TestLocalBackendWarns(t *testing.T) {
+	cfg := config.Default()
+	cfg.SetStateDir(filepath.Join(t.TempDir(), "state"))
+	cfg.Backends.Enabled = []string{"local"}
+	off := false
+	cfg.Bundled = &off
+	var buf bytes.Buffer
+	lg := slog.New(slog.NewTextHandler(&buf, nil))
+	set, err := buildBackends(context.Background(), cfg, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := set.backends["local"]; !ok || !strings.Contains(buf.String(), "level=WARN") || !strings.Contains(buf.String(), "NOT isolated") {
+		t.Errorf("backends %v, log %q: want a warning", set.names(), buf.String())
+	}
 }

@@ -52,6 +52,8 @@ func startDaemon(t testing.TB, mutate func(*config.Config)) *testDaemon {
 	f := false
 	cfg.Bundled = &f
 	cfg.Capsules = []string{testcapDir(t)}
+	// testcap asks for local, which is no longer enabled by default.
+	cfg.Backends.Enabled = []string{"local"}
 	cfg.ShutdownGrace = config.Duration(3 * time.Second)
 	cfg.Processes.OnShutdown = config.OnShutdownStop // tests leave nothing running
 	if mutate != nil {

@@ -145,6 +145,9 @@ func (ck *checker) backends(c *Config) error {
 		}
 	}
 	c.Backends.Bwrap.Path = ck.abs(c.Backends.Bwrap.Path)
+	if c.Backends.Bwrap.UID < 0 || c.Backends.Bwrap.GID < 0 {
+		return ck.fail("backends.bwrap", "uid and gid must be positive (0: the default %d; root is never a sandbox user)", DefaultSandboxID)
+	}
 	for _, m := range c.Backends.Bwrap.Mask {
 		if !filepath.IsAbs(m) {
 			return ck.fail("backends.bwrap.mask", "%q is not an absolute path", m)

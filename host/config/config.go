@@ -6,7 +6,7 @@
 // backend, a quota) must never be silently ignored.
 //
 // With no file at all, Default gives the safe defaults: the bundled
-// capsules, the local backend, and the unix socket only.
+// capsules, the bwrap backend, process ceilings, and the unix socket only.
 package config
 
 import (
@@ -158,8 +158,14 @@ type Bwrap struct {
 	// Path of the bwrap binary (default: looked up in PATH).
 	Path string `toml:"path"`
 	// Mask lists more absolute host paths hidden inside every sandbox
-	// (the state directory and the operator's credentials always are).
+	// (the state directory, the workspace root, the API socket and the
+	// operator's credentials always are).
 	Mask []string `toml:"mask"`
+	// UID and GID are the unprivileged host ids the sandboxed programs
+	// run as when the daemon runs as root (default DefaultSandboxID,
+	// nobody:nogroup). Never 0: sandbox root would be host root.
+	UID int `toml:"uid"`
+	GID int `toml:"gid"`
 }
 
 // OCI configures the OCI backend.
@@ -269,12 +275,24 @@ const (
 	// 2 GiB per capsule (the default pool.max of 8 at 256 MiB).
 	DefaultGuestMemoryBytes        = 256 << 20
 	DefaultCapsuleGuestMemoryBytes = 2 << 30
-	wasmPage                       = 64 << 10
-	maxGuestMemoryBytes            = 4<<30 - wasmPage
+	// DefaultSandboxID is backends.bwrap.uid's and gid's default: the
+	// conventional unprivileged nobody/nogroup (65534).
+	DefaultSandboxID = 65534
+	// Default process ceilings ([limits]): what one process tree of any
+	// capsule may use unless the operator says otherwise. Generous for
+	// shell work (a compiler, a test suite), small enough that a fork
+	// bomb or a memory hog of one principal does not take the host.
+	DefaultPids         = 512
+	DefaultMemoryBytes  = 1 << 30
+	DefaultOpenFiles    = 4096
+	DefaultCPUTime      = time.Hour
+	wasmPage            = 64 << 10
+	maxGuestMemoryBytes = 4<<30 - wasmPage
 )
 
 // Default returns the configuration used when no file is given: bundled
-// capsules, local backend, socket only, XDG state directory.
+// capsules, the bwrap backend (isolated principals), default process
+// ceilings, socket only, XDG state directory.
 func Default() *Config {
 	c := &Config{}
 	c.applyDefaults()
@@ -319,9 +337,7 @@ func (c *Config) applyDefaults() {
 	if c.Guests.CapsuleMemoryBytes == 0 {
 		c.Guests.CapsuleMemoryBytes = DefaultCapsuleGuestMemoryBytes
 	}
-	if len(c.Backends.Enabled) == 0 {
-		c.Backends.Enabled = []string{"local"}
-	}
+	c.applyIsolationDefaults()
 	if c.Backends.OCI.Root == "" {
 		c.Backends.OCI.Root = filepath.Join(c.StateDir, "oci")
 	}
@@ -336,6 +352,34 @@ func (c *Config) applyDefaults() {
 			p.WorkspaceDir = "/workspace"
 		}
 		c.Profiles[name] = p
+	}
+}
+
+// applyIsolationDefaults: the isolating bwrap backend (what the bundled
+// shell capsule asks for), its unprivileged ids, and the process
+// ceilings. A [limits] field left at 0 gets its default.
+func (c *Config) applyIsolationDefaults() {
+	if len(c.Backends.Enabled) == 0 {
+		c.Backends.Enabled = []string{"bwrap"}
+	}
+	if c.Backends.Bwrap.UID == 0 {
+		c.Backends.Bwrap.UID = DefaultSandboxID
+	}
+	if c.Backends.Bwrap.GID == 0 {
+		c.Backends.Bwrap.GID = DefaultSandboxID
+	}
+	l := &c.Limits
+	if l.Pids == 0 {
+		l.Pids = DefaultPids
+	}
+	if l.MemoryBytes == 0 {
+		l.MemoryBytes = DefaultMemoryBytes
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = DefaultOpenFiles
+	}
+	if l.CPUTime == 0 {
+		l.CPUTime = Duration(DefaultCPUTime)
 	}
 }
 

@@ -18,7 +18,7 @@ func TestExampleParses(t *testing.T) {
 	if c.Engine != "wazero" || !*c.Bundled || c.CallTimeout.D() != 30*time.Second || c.Quotas.MaxConcurrent != 8 {
 		t.Fatalf("unexpected example values: %+v", c)
 	}
-	if got := c.Backends.Enabled; len(got) != 1 || got[0] != "local" {
+	if got := c.Backends.Enabled; len(got) != 1 || got[0] != "bwrap" {
 		t.Fatalf("backends %v", got)
 	}
 	if c.Guests.MemoryBytes != DefaultGuestMemoryBytes || c.Guests.CapsuleMemoryBytes != DefaultCapsuleGuestMemoryBytes || c.Processes.Path != DefaultProcessPath {
@@ -56,7 +56,7 @@ func TestDefaults(t *testing.T) {
 	if s := DefaultSocket("/x"); s != "/run/user/7/capsule-host/capsule-host.sock" {
 		t.Fatalf("socket %q", s)
 	}
-	if c.TCP.Listen != "" || !*c.Bundled || c.Engine != "wazero" || c.Backends.Enabled[0] != "local" {
+	if c.TCP.Listen != "" || !*c.Bundled || c.Engine != "wazero" || c.Backends.Enabled[0] != "bwrap" {
 		t.Fatalf("unsafe defaults: %+v", c)
 	}
 }
@@ -188,7 +188,7 @@ func TestExampleProfileParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := strings.Replace(string(b), `enabled = ["local"]`, `enabled = ["local", "oci"]`, 1)
+	src := strings.Replace(string(b), `enabled = ["bwrap"]`, `enabled = ["bwrap", "oci"]`, 1)
 	i := strings.Index(src, "# [profiles.debian]")
 	if i < 0 {
 		t.Fatal("the example has no commented profile")
@@ -205,5 +205,34 @@ func TestExampleProfileParses(t *testing.T) {
 	if p.Limits.MemoryBytes != 536870912 || p.Limits.Pids != 256 || p.UserNS == nil || p.UserNS.Size != 65536 ||
 		len(p.ReadonlyBinds) != 1 || p.Limits.CPUTime.D() != 10*time.Minute || p.CPUs != 1.0 {
 		t.Fatalf("%+v", p)
+	}
+}
+
+// The defaults isolate and bound: bwrap, an unprivileged sandbox user, and
+// every process ceiling set, in the example too.
+func TestDefaultsIsolateAndBound(t *testing.T) {
+	b, err := os.ReadFile("../../capsule-host.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := Parse("/etc/example.toml", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Config{Default(), ex} {
+		if c.Backends.Bwrap.UID != DefaultSandboxID || c.Backends.Bwrap.GID != DefaultSandboxID {
+			t.Errorf("sandbox ids %d:%d", c.Backends.Bwrap.UID, c.Backends.Bwrap.GID)
+		}
+		l := c.Limits
+		if l.Pids != DefaultPids || l.MemoryBytes != DefaultMemoryBytes || l.OpenFiles != DefaultOpenFiles || l.CPUTime.D() != DefaultCPUTime {
+			t.Errorf("limits %+v: want the defaults", l)
+		}
+	}
+	if _, err := Parse("/x.toml", []byte("[backends.bwrap]\nuid = -1\n")); !errors.Is(err, ErrInvalid) {
+		t.Errorf("negative uid: %v", err)
+	}
+	c, err := Parse("/x.toml", []byte("[limits]\npids = 64\n"))
+	if err != nil || c.Limits.Pids != 64 || c.Limits.MemoryBytes != DefaultMemoryBytes {
+		t.Errorf("pids = 64: %+v %v", c, err)
 	}
 }

@@ -207,6 +207,9 @@ func spawn(c *call, a []cabi.Value) cabi.Value {
 //	spawn-background: func(request: spawn-request) -> result<process-handle, error-code>
 //	core: (func (param i32×13 i64 request) (param i32 retptr))
 func spawnBackground(c *call, a []cabi.Value) cabi.Value {
+	if err := c.inst.room(); err != nil {
+		return c.fail(err)
+	}
 	h, err := c.reg.SpawnBackground(c.ctx, spawnRequest(a[0]))
 	if err != nil {
 		return c.fail(err)
@@ -237,6 +240,9 @@ func spawnPersistent(c *call, a []cabi.Value) cabi.Value {
 //	attach: func(id: process-id) -> result<process-handle, error-code>
 //	core: (func (param i32 i32 id) (param i32 retptr))
 func attach(c *call, a []cabi.Value) cabi.Value {
+	if err := c.inst.room(); err != nil {
+		return c.fail(err)
+	}
 	h, err := c.reg.Attach(c.ctx, a[0].(string))
 	if err != nil {
 		return c.fail(err)

@@ -9,6 +9,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/capsule-host/capsule-host/host/engine"
@@ -62,14 +63,18 @@ func (c *call) handle(a cabi.Value) *registry.Handle {
 	return h
 }
 
-// own lowers a new own<process-handle> into the instance's table. A full
-// table traps (as the Canonical ABI's Table.add does) after dropping h, so
-// nothing leaks.
+// own lowers a new own<process-handle> into the instance's table. A
+// handle over the instance's cap (MaxHandles) is dropped and the guest
+// gets error-code quota; a table at the Canonical ABI's bound traps (as
+// its Table.add does) after dropping h. Either way nothing leaks.
 func (c *call) own(h *registry.Handle) cabi.Value {
 	idx, err := c.inst.add(c.v.rt, h)
 	if err != nil {
 		if derr := h.Drop(c.ctx); derr != nil {
 			c.inst.logger().Warn("dropping a process-handle that did not fit the table", "err", derr)
+		}
+		if errors.Is(err, ErrHandleLimit) {
+			return c.fail(err)
 		}
 		c.trap("%v", err)
 	}

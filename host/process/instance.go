@@ -25,6 +25,48 @@ type Instance struct {
 	// Log receives handle drops that failed (nil: slog.Default()): a drop
 	// has no result to report to the guest, and Reset returns its errors.
 	Log *slog.Logger
+	// MaxHandles caps the live process-handle entries (0:
+	// DefaultMaxHandles). The Canonical ABI's own bound (2^28-1) is no
+	// bound for the host's memory: a guest attaching in a loop grew the
+	// table without limit.
+	MaxHandles int
+}
+
+// DefaultMaxHandles is Instance.MaxHandles' default: far above what a
+// tool call needs (the registry retains 32 processes per principal by
+// default), far below what hurts the host.
+const DefaultMaxHandles = 1024
+
+// ErrHandleLimit is the class of a full handle table. It is a quota
+// (errors.Is(err, registry.ErrQuota)), so the guest gets error-code
+// quota, not a trap: it can drop handles and go on.
+var ErrHandleLimit = fmt.Errorf("process-handle table full: %w", registry.ErrQuota)
+
+// HandleLimitError is a handle the table had no room for.
+type HandleLimitError struct{ Limit int }
+
+func (e *HandleLimitError) Error() string {
+	return fmt.Sprintf("%v: %d live handles in this instance (drop some first)", ErrHandleLimit, e.Limit)
+}
+
+func (e *HandleLimitError) Unwrap() error { return ErrHandleLimit }
+
+func (i *Instance) maxHandles() int {
+	if i.MaxHandles > 0 {
+		return i.MaxHandles
+	}
+	return DefaultMaxHandles
+}
+
+// room is nil when one more handle fits, checked before a spawn or an
+// attach so that no process is started only to be dropped.
+func (i *Instance) room() error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if n := i.maxHandles(); i.table.Len() >= n {
+		return &HandleLimitError{Limit: n}
+	}
+	return nil
 }
 
 // NewInstance returns an Instance with an empty handle table.
@@ -71,6 +113,9 @@ func (i *Instance) Reset(ctx context.Context) error {
 func (i *Instance) add(rt string, h *registry.Handle) (uint32, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if n := i.maxHandles(); i.table.Len() >= n {
+		return 0, &HandleLimitError{Limit: n}
+	}
 	return i.table.Add(rt, h)
 }
 

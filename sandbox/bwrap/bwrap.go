@@ -29,6 +29,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +65,18 @@ type Options struct {
 	Mask []string
 	// NoCgroups is passed to the local backend (tests of the fallback).
 	NoCgroups bool
+	// User, when set, is the unprivileged host uid:gid the sandboxed
+	// program runs as. Needed when the daemon is root: bwrap then maps
+	// sandbox root to host root with every capability in its user
+	// namespace, which reads /root and /etc/shadow and can even remount
+	// the read-only root read-write. bwrap still builds the sandbox as
+	// root; setpriv, run inside it, drops to User (no capabilities, no
+	// supplementary groups) before the program runs, and each workspace
+	// is given to User so that it stays writable.
+	User *sandbox.Owner
+	// Setpriv is the setpriv binary used with User (default: looked up in
+	// PATH; util-linux).
+	Setpriv string
 }
 
 // Backend is the bubblewrap backend. Safe for concurrent use.
@@ -71,6 +84,10 @@ type Backend struct {
 	*local.Backend
 	path  string
 	masks []string // absolute, clean; may not exist
+	// drop is the argv prefix that drops to Options.User inside the
+	// sandbox (nil: none); user is that owner.
+	drop []string
+	user *sandbox.Owner
 
 	mu    sync.Mutex
 	procs map[string]*record
@@ -167,6 +184,9 @@ func New(opts Options) (*Backend, error) {
 		}
 	}
 	b := &Backend{path: path, masks: masks, procs: map[string]*record{}}
+	if err := b.setUser(opts); err != nil {
+		return nil, err
+	}
 	name := opts.Name
 	if name == "" {
 		name = "bwrap"
@@ -177,6 +197,33 @@ func New(opts Options) (*Backend, error) {
 	}
 	b.Backend = lb
 	return b, nil
+}
+
+// setUser prepares the drop to opts.User: setpriv must exist, and the
+// ids must not be root's.
+func (b *Backend) setUser(opts Options) error {
+	u := opts.User
+	if u == nil {
+		return nil
+	}
+	if u.UID <= 0 || u.GID <= 0 {
+		return fmt.Errorf("bwrap: user %d:%d: the sandbox user must not be root (nor negative): %w", u.UID, u.GID, sandbox.ErrInvalidSpec)
+	}
+	sp := opts.Setpriv
+	if sp == "" {
+		p, err := exec.LookPath("setpriv")
+		if err != nil {
+			return fmt.Errorf("bwrap: setpriv not found (apt-get install util-linux), needed to run sandboxes as uid %d: %w: %w", u.UID, sandbox.ErrUnavailable, err)
+		}
+		sp = p
+	}
+	if err := checkPath("setpriv path", sp); err != nil {
+		return err
+	}
+	own := *u
+	b.user = &own
+	b.drop = []string{sp, "--reuid", strconv.Itoa(u.UID), "--regid", strconv.Itoa(u.GID), "--clear-groups", "--"}
+	return nil
 }
 
 // checkPath refuses paths bwrap must never see: relative or unclean ones
@@ -261,13 +308,7 @@ func (b *Backend) Args(spec sandbox.ProcessSpec) ([]string, error) {
 	if !placed {
 		fsArgs = append(fsArgs, wsStep.args...)
 	}
-	args := []string{
-		"--die-with-parent",
-		"--unshare-all",
-	}
-	if spec.Isolation.Network {
-		args = append(args, "--share-net")
-	}
+	args := append([]string{"--die-with-parent"}, b.unshare(spec.Isolation.Network)...)
 	args = append(args,
 		"--new-session",
 		"--ro-bind", "/", "/",
@@ -276,7 +317,29 @@ func (b *Backend) Args(spec sandbox.ProcessSpec) ([]string, error) {
 	)
 	args = append(args, fsArgs...)
 	args = append(args, "--chdir", spec.Cwd, "--")
+	args = append(args, b.drop...)
 	return append(args, spec.Argv...), nil
+}
+
+// unshare is the namespace flags: every namespace, the network only
+// when granted. With a sandbox user (the daemon is root) bwrap stays in
+// the host's user namespace: a new one would map sandbox root to host
+// root, and bwrap (as that root) could not even enter a workspace owned
+// by the sandbox user; the program loses root through setpriv instead.
+func (b *Backend) unshare(network bool) []string {
+	var out []string
+	if b.user == nil {
+		out = []string{"--unshare-all"}
+		if network {
+			out = append(out, "--share-net")
+		}
+		return out
+	}
+	out = []string{"--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"}
+	if !network {
+		out = append(out, "--unshare-net")
+	}
+	return out
 }
 
 func (b *Backend) wrap(spec sandbox.ProcessSpec) ([]string, error) {
@@ -294,6 +357,9 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 	if spec.Limits.Pids > 0 {
 		spec.Limits.Pids += 2
 	}
+	if err := b.giveWorkspace(spec.Isolation.Workspace); err != nil {
+		return nil, err
+	}
 	h, err := b.Backend.Start(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -306,6 +372,26 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 	b.procs[h.Ref().ID] = r
 	b.mu.Unlock()
 	return &handle{Handle: h, r: r}, nil
+}
+
+// giveWorkspace makes ws (the principal's workspace, checked by Args to
+// be a clean absolute directory) owned by the sandbox user, so that the
+// dropped program can write it. Lchown: a symlink is never followed.
+func (b *Backend) giveWorkspace(ws string) error {
+	if b.user == nil {
+		return nil
+	}
+	fi, err := os.Lstat(ws)
+	if err != nil || !fi.IsDir() {
+		return fmt.Errorf("bwrap: isolation.workspace %q is not a directory: %w", ws, sandbox.ErrInvalidSpec)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) == b.user.UID && int(st.Gid) == b.user.GID {
+		return nil
+	}
+	if err := os.Lchown(ws, b.user.UID, b.user.GID); err != nil {
+		return fmt.Errorf("bwrap: giving the workspace %q to uid %d: %w: %w", ws, b.user.UID, sandbox.ErrUnavailable, err)
+	}
+	return nil
 }
 
 func (b *Backend) record(id string) *record {

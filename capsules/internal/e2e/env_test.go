@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/capsule-host/capsule-host/host/engine/enginetest"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/bwrap"
 	"github.com/capsule-host/capsule-host/sandbox/local"
 )
 
@@ -59,8 +62,20 @@ func newHostReg(t testing.TB, capsules ...string) (*host.Host, *registry.Registr
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	backends := map[string]sandbox.Backend{"local": b}
+	// The bundled shell capsule asks for bwrap (issue 13), as the daemon
+	// builds it: an unprivileged sandbox user when root.
+	bo := bwrap.Options{}
+	if os.Geteuid() == 0 {
+		bo.User = &sandbox.Owner{UID: 65534, GID: 65534}
+	}
+	if bw, err := bwrap.New(bo); err == nil {
+		backends["bwrap"] = bw
+	} else if slices.Contains(capsules, "shell") {
+		t.Skipf("the shell capsule needs bwrap: %v", err)
+	}
 	reg, err := registry.New(registry.Config{
-		Backends: map[string]sandbox.Backend{"local": b},
+		Backends: backends,
 		StateDir: t.TempDir(),
 		Logger:   logger,
 	})
@@ -75,6 +90,7 @@ func newHostReg(t testing.TB, capsules ...string) (*host.Host, *registry.Registr
 		StateDir:    t.TempDir(),
 		Logger:      logger,
 		CallTimeout: 30 * time.Second,
+		Backends:    slices.Sorted(maps.Keys(backends)),
 	})
 	if err != nil {
 		t.Fatal(err)

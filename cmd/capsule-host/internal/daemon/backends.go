@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -41,7 +42,11 @@ func buildBackends(ctx context.Context, cfg *config.Config, lg *slog.Logger) (ba
 	for _, name := range cfg.Backends.Enabled {
 		b, pol, err := buildBackend(cfg, name)
 		if err != nil {
-			return backendSet{}, fmt.Errorf("backend %s: %w", name, err)
+			return backendSet{}, fmt.Errorf("backend %s: %w%s", name, err, backendHint(name, err))
+		}
+		if name == "local" {
+			lg.Warn("backend local is enabled: its processes are NOT isolated from each other nor from the host; any principal's command can read every workspace, the state directory and the API socket (use it only for a single user; backend bwrap isolates)",
+				"backend", name)
 		}
 		out.backends[name], out.policies[name] = b, pol
 		lg.Debug("backend ready", "backend", name)
@@ -71,8 +76,28 @@ func buildBackend(cfg *config.Config, name string) (sandbox.Backend, sandbox.Bac
 	return nil, sandbox.BackendPolicy{}, fmt.Errorf("unknown backend %q", name)
 }
 
+// backendHint is the fix appended to a backend that cannot start: for
+// bwrap (the default), how to install it or, knowingly, run without it.
+func backendHint(name string, err error) string {
+	if name != "bwrap" || !errors.Is(err, sandbox.ErrUnavailable) {
+		return ""
+	}
+	return ` (bwrap isolates principals by default: install bubblewrap; or, for a single-user setup only, set backends.enabled = ["local"] and load a copy of the shell capsule whose capabilities.backend is "local")`
+}
+
+// newBwrap builds the default, isolating backend. Besides the state
+// directory it hides the workspace root (so a principal sees only its own
+// workspace, bound over the mask) and the API socket, wherever they are
+// configured. As root, the programs run as the configured unprivileged
+// ids: sandbox root would otherwise be host root.
 func newBwrap(cfg *config.Config) (sandbox.Backend, error) {
-	return bwrap.New(bwrap.Options{Path: cfg.Backends.Bwrap.Path, StateDir: cfg.StateDir, Mask: cfg.Backends.Bwrap.Mask})
+	bw := cfg.Backends.Bwrap
+	mask := append([]string{cfg.WorkspaceRoot, cfg.Socket}, bw.Mask...)
+	opts := bwrap.Options{Path: bw.Path, StateDir: cfg.StateDir, Mask: mask}
+	if os.Geteuid() == 0 {
+		opts.User = &sandbox.Owner{UID: bw.UID, GID: bw.GID}
+	}
+	return bwrap.New(opts)
 }
 
 // newOCI passes the config's runtimes and launch profiles through to the

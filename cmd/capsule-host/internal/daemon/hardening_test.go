@@ -45,6 +45,8 @@ func startLive(t *testing.T, mutate func(*config.Config)) *liveDaemon {
 		t.Fatal(err)
 	}
 	cfg.Capsules = []string{tc}
+	// testcap asks for local, which is no longer enabled by default.
+	cfg.Backends.Enabled = []string{"local"}
 	cfg.ShutdownGrace = config.Duration(3 * time.Second)
 	if mutate != nil {
 		mutate(cfg)

@@ -110,7 +110,7 @@ func liveCost(b *testing.B, bin string, n int) (one, all procfs.Footprint) {
 	c := api.NewUnix(filepath.Join(dir, "d.sock"))
 	awaitServing(b, c, d)
 	measure := func() procfs.Footprint {
-		lock, err := os.ReadFile(filepath.Join(dir, "state", "keeper", "local", "keeper.lock"))
+		lock, err := os.ReadFile(keeperLock(dir))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -236,7 +236,9 @@ func testRestart(t *testing.T, bin string, how restartHow) {
 	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte("[quotas]\nmax_concurrent = 64\nmax_retained = 64\nmax_entries = 512\n"), 0o600)
 	mark := fmt.Sprintf("durable-%d", time.Now().UnixNano())
 	counter := fmt.Sprintf(`i=0; while true; do i=$((i+1)); echo "%s $i"; sleep 0.2; done`, mark)
-	exiter := fmt.Sprintf(`i=0; while [ ! -e %s ]; do i=$((i+1)); echo "%s $i"; sleep 0.2; done; exit 7`, flag, mark)
+	// The exiters look for the flag in their own workspace (their cwd): a
+	// sandbox sees nothing else of the host's file system.
+	exiter := fmt.Sprintf(`i=0; while [ ! -e exit-now ]; do i=$((i+1)); echo "%s $i"; sleep 0.2; done; exit 7`, mark)
 	d1 := startServe(t, first, dir)
 	c := api.NewUnix(filepath.Join(dir, "d.sock"))
 	awaitServing(t, c, d1)
@@ -279,7 +281,7 @@ func testRestart(t *testing.T, bin string, how restartHow) {
 	lastBefore := counterLines(t, "before the restart", mark, before, 1)
 
 	second := how.end(t, d1)
-	os.WriteFile(flag, nil, 0o600) // the exiters end while no daemon runs
+	raiseFlag(t, dir, flag) // the exiters end while no daemon runs
 	time.Sleep(5 * time.Second)    // the issue's downtime: the counters must keep counting
 
 	d2 := startServe(t, second, dir, "--on-shutdown", "stop")
@@ -395,7 +397,7 @@ func TestKeeperKilled(t *testing.T) {
 		id, _ := m["id"].(string)
 		ids = append(ids, id)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "state", "keeper", "local", "keeper.lock"))
+	b, err := os.ReadFile(keeperLock(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -584,7 +586,7 @@ func checkCrashInvariants(t *testing.T, c *api.Client, round int, principals []s
 	}
 	var want, alive int
 	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		want, alive = running(), len(withMarker(mark))
+		want, alive = running(), len(shells(withMarker(mark)))
 		if want == alive || time.Now().After(end) {
 			break
 		}
@@ -624,4 +626,45 @@ func checkCrashInvariants(t *testing.T, c *api.Client, round int, principals []s
 		}
 	}
 	t.Logf("round %d: %d running before the top-up, all alive, quotas exact", round, want)
+}
+
+// keeperLock is the lock file (holding the keeper's pid) of the one
+// keeper under dir's state: the shell capsule's backend's.
+func keeperLock(dir string) string {
+	m, _ := filepath.Glob(filepath.Join(dir, "state", "keeper", "*", "keeper.lock"))
+	if len(m) != 1 {
+		return filepath.Join(dir, "state", "keeper", "(none or several)", "keeper.lock")
+	}
+	return m[0]
+}
+
+// raiseFlag creates name's base in every principal workspace under dir's
+// state (the directories p0..p3), where the exiters look for it.
+func raiseFlag(t testing.TB, dir, name string) {
+	t.Helper()
+	n := 0
+	filepath.WalkDir(filepath.Join(dir, "state"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && len(d.Name()) == 2 && d.Name()[0] == 'p' {
+			if os.WriteFile(filepath.Join(path, filepath.Base(name)), nil, 0o644) == nil {
+				n++
+			}
+		}
+		return nil
+	})
+	if n == 0 {
+		t.Fatal("no principal workspace found for the exit flag")
+	}
+}
+
+// shells keeps the entries of withMarker that are the spawned shells
+// themselves (a sandbox adds bwrap and setpriv processes whose argv also
+// carry the command).
+func shells(ps []string) []string {
+	var out []string
+	for _, p := range ps {
+		if f := strings.Fields(p); len(f) > 1 && filepath.Base(strings.Trim(f[1], `"`)) == "sh" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

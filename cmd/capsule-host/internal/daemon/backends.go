@@ -91,13 +91,22 @@ func backendHint(name string, err error) string {
 // configured. As root, the programs run as the configured unprivileged
 // ids: sandbox root would otherwise be host root.
 func newBwrap(cfg *config.Config) (sandbox.Backend, error) {
+	return bwrap.New(bwrapOptions(cfg))
+}
+
+// bwrapOptions are the bubblewrap backend's options from the config: the
+// daemon's own backend and the persistent tier's keeper (which embeds
+// bwrap) get the same ones, so a persistent process is sandboxed exactly
+// as an ephemeral one (hidden workspace root and socket, the unprivileged
+// sandbox user under a root daemon).
+func bwrapOptions(cfg *config.Config) bwrap.Options {
 	bw := cfg.Backends.Bwrap
 	mask := append([]string{cfg.WorkspaceRoot, cfg.Socket}, bw.Mask...)
 	opts := bwrap.Options{Path: bw.Path, StateDir: cfg.StateDir, Mask: mask}
 	if os.Geteuid() == 0 {
 		opts.User = &sandbox.Owner{UID: bw.UID, GID: bw.GID}
 	}
-	return bwrap.New(opts)
+	return opts
 }
 
 // newOCI passes the config's runtimes and launch profiles through to the

@@ -14,7 +14,6 @@ import (
 	"github.com/capsule-host/capsule-host/registry/journal"
 	"github.com/capsule-host/capsule-host/registry/statedir"
 	"github.com/capsule-host/capsule-host/sandbox"
-	"github.com/capsule-host/capsule-host/sandbox/bwrap"
 	"github.com/capsule-host/capsule-host/sandbox/keeper"
 )
 
@@ -82,7 +81,8 @@ func (d *durable) persistentBackends(cfg *config.Config, set backendSet) (map[st
 		switch name {
 		case "local":
 		case "bwrap":
-			kc.Bwrap = &bwrap.Options{Path: cfg.Backends.Bwrap.Path, StateDir: cfg.StateDir, Mask: cfg.Backends.Bwrap.Mask}
+			opts := bwrapOptions(cfg) // the same sandbox as the daemon's own bwrap
+			kc.Bwrap = &opts
 		default:
 			continue
 		}

@@ -271,7 +271,7 @@ func printUsage(w io.Writer) {
 		names []string
 	}{
 		{"Daemon", []string{"serve"}},
-		{"Client (talk to the daemon)", []string{"call", "capsules", "tools", "ps", "inspect", "logs", "stop"}},
+		{"Client (talk to the daemon)", []string{"call", "capsules", "reload", "tools", "ps", "inspect", "logs", "stop"}},
 		{"Local", []string{"demo", "validate", "pin", "wit", "version", "token"}},
 	}
 	for _, gr := range groups {

@@ -38,7 +38,7 @@ that served the call.`,
 		},
 		&command{
 			name: "capsules", args: "", summary: "list the loaded capsules", maxArgs: 0,
-			help: "Lists each loaded capsule with its version and number of tools.",
+			help: "Lists each loaded capsule with its version and number of tools, then the capsule directories that failed to load (with the error, and the version still serving in their place, if any).",
 			run:  runCapsules,
 		},
 		&command{
@@ -153,12 +153,12 @@ func runCapsules(e *env, o *opts, _ []string) error {
 	if err != nil {
 		return err
 	}
-	caps, err := c.Capsules(e.ctx)
+	caps, fail, err := c.CapsulesAndFailures(e.ctx)
 	if err != nil {
 		return err
 	}
 	if e.g.json {
-		return printJSON(e.stdout, api.CapsuleList{Capsules: caps})
+		return printJSON(e.stdout, api.CapsuleList{Capsules: caps, Failed: fail})
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tVERSION\tTOOLS")
@@ -169,8 +169,23 @@ func runCapsules(e *env, o *opts, _ []string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d (%s)\n", cp.Name, cp.Version, len(cp.Tools), strings.Join(names, ", "))
 	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(fail) == 0 {
+		return nil
+	}
+	fmt.Fprintln(e.stdout)
+	tw = tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FAILED\tDIR\tSERVING\tKIND\tERROR")
+	for _, f := range fail {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(f.Name), f.Dir, dash(f.Serving), f.Kind, oneLine(f.Error))
+	}
 	return tw.Flush()
 }
+
+// oneLine folds a multi-line error (errors.Join) onto one table row.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func runTools(e *env, o *opts, args []string) error {
 	c, err := client(e)

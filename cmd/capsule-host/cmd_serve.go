@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host/config"
@@ -27,6 +30,12 @@ takes the state directory's lock (a second daemon on it is refused, naming
 the holder), opens the journal (<state dir>/journal.db) and re-adopts every
 journaled process; one that ended meanwhile reports its real exit, and a
 process no record owns is terminated and logged.
+
+A capsule that fails to load is logged and listed by "capsules"; the
+daemon serves the others (it refuses to start only when every configured
+capsule fails). SIGHUP, like "capsule-host reload", re-reads the config's
+capsule directories and the bundled set and reloads what changed, keeping
+every process.
 
 On SIGTERM or SIGINT the daemon stops accepting calls, lets in-flight calls
 finish for shutdown_grace (then cancels them), and then, by
@@ -78,7 +87,16 @@ func runServe(e *env, o *opts, _ []string) error {
 			return fmt.Errorf("listening on %s: %w", cfg.TCP.Listen, err)
 		}
 	}
-	rt, err := daemon.Open(e.ctx, cfg, daemon.Options{Engine: e.g.engine, Bundled: bundledFS, Version: binVersion(), Log: lg, SalvageJournal: o.salvage})
+	// SIGHUP reloads the capsules. Notified before Open, so a hang-up
+	// while capsules compile is kept for Serve instead of killing the
+	// daemon (never signal.Ignore: an ignored signal stays ignored in
+	// every process the daemon starts).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reconfig := func() (*config.Config, error) { return loadConfig(e) }
+	rt, err := daemon.Open(e.ctx, cfg, daemon.Options{Engine: e.g.engine, Bundled: bundledFS, Version: binVersion(), Log: lg,
+		Reconfig: reconfig, Hangup: hup, SalvageJournal: o.salvage})
 	if err != nil {
 		sock.Close()
 		if tcp != nil {

@@ -281,8 +281,8 @@ func testRestart(t *testing.T, bin string, how restartHow) {
 	lastBefore := counterLines(t, "before the restart", mark, before, 1)
 
 	second := how.end(t, d1)
-	raiseFlag(t, dir, flag) // the exiters end while no daemon runs
-	time.Sleep(5 * time.Second)    // the downtime: the counters must keep counting
+	raiseFlag(t, dir, flag)     // the exiters end while no daemon runs
+	time.Sleep(5 * time.Second) // the downtime: the counters must keep counting
 
 	d2 := startServe(t, second, dir, "--on-shutdown", "stop")
 	took := awaitServing(t, c, d2)

@@ -285,7 +285,7 @@ func printUsage(w io.Writer) {
 		names []string
 	}{
 		{"Daemon", []string{"serve"}},
-		{"Client (talk to the daemon)", []string{"call", "capsules", "tools", "ps", "inspect", "logs", "stop", "mcp"}},
+		{"Client (talk to the daemon)", []string{"call", "capsules", "reload", "tools", "ps", "inspect", "logs", "stop", "mcp"}},
 		{"Local", []string{"demo", "validate", "pin", "wit", "version", "token"}},
 	}
 	for _, gr := range groups {

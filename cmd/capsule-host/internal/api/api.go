@@ -7,6 +7,7 @@
 //	GET  /v1/health                       Health
 //	GET  /v1/capsules                     CapsuleList
 //	GET  /v1/capsules/{name}              Capsule
+//	POST /v1/reload                       ReloadRequest → ReloadResponse (socket only)
 //	POST /v1/call                         CallRequest → CallResponse
 //	GET  /v1/processes?capsule=&principal= ProcessList
 //	GET  /v1/processes/{id}               Process
@@ -29,7 +30,10 @@ type Health struct {
 	Engine    string   `json:"engine"`
 	Contracts []string `json:"contracts"`
 	Capsules  int      `json:"capsules"`
-	UptimeMS  int64    `json:"uptime_ms"`
+	// CapsulesFailed counts capsule directories that failed to load or
+	// reload (CapsuleList.Failed).
+	CapsulesFailed int   `json:"capsules_failed,omitempty"`
+	UptimeMS       int64 `json:"uptime_ms"`
 	// Principal is the caller's principal on TCP, "" on the socket
 	// (operator).
 	Principal string `json:"principal,omitempty"`
@@ -49,9 +53,48 @@ type Capsule struct {
 	Tools   []Tool `json:"tools"`
 }
 
-// CapsuleList is the answer of GET /v1/capsules.
+// CapsuleList is the answer of GET /v1/capsules. Failed lists the
+// capsule directories whose last load or reload failed; the daemon serves
+// the others.
 type CapsuleList struct {
-	Capsules []Capsule `json:"capsules"`
+	Capsules []Capsule        `json:"capsules"`
+	Failed   []CapsuleFailure `json:"failed,omitempty"`
+}
+
+// CapsuleFailure is one capsule directory that failed to load.
+type CapsuleFailure struct {
+	// Name is the capsule's name, "" when its manifest could not be read
+	// and no earlier version came from this directory.
+	Name string `json:"name,omitempty"`
+	Dir  string `json:"dir"`
+	// Kind is the error class: missing, manifest, checksum, import,
+	// export, policy, describe, instance, engine, closed, internal.
+	Kind  string `json:"kind"`
+	Error string `json:"error"`
+	// At is when the load was tried (RFC 3339).
+	At string `json:"at"`
+	// Serving is the version that keeps serving in its place ("": none,
+	// the capsule is not served).
+	Serving string `json:"serving,omitempty"`
+}
+
+// ReloadRequest asks the daemon to re-read its capsule directories and
+// the bundled set: every capsule, or only Capsule.
+type ReloadRequest struct {
+	Capsule string `json:"capsule,omitempty"`
+}
+
+// ReloadResponse says what a reload did, by capsule name. A replaced
+// capsule kept its processes; a removed one (no longer configured) had
+// its processes stopped, ProcessesStopped in all. A failed one keeps its
+// previous version serving (Failed[i].Serving).
+type ReloadResponse struct {
+	Added            []string         `json:"added"`
+	Replaced         []string         `json:"replaced"`
+	Unchanged        []string         `json:"unchanged"`
+	Removed          []string         `json:"removed"`
+	Failed           []CapsuleFailure `json:"failed"`
+	ProcessesStopped int              `json:"processes_stopped"`
 }
 
 // CallRequest is a tool call. Input is the tool's JSON input (default
@@ -156,6 +199,9 @@ const (
 	CodeCancelled      = "cancelled"
 	CodeShuttingDown   = "shutting-down"
 	CodeInternal       = "internal"
+	// CodeConfigError (422): a reload could not re-read the host config;
+	// nothing was changed.
+	CodeConfigError = "config-error"
 	// CodeTooManyConnections (429): the client holds as many connections
 	// to the daemon as it may; this one is closed after the answer.
 	CodeTooManyConnections = "too-many-connections"

@@ -117,10 +117,24 @@ func (c *Client) Capsules(ctx context.Context) ([]Capsule, error) {
 	return l.Capsules, err
 }
 
+// CapsulesAndFailures lists the loaded capsules and the capsule
+// directories that failed to load.
+func (c *Client) CapsulesAndFailures(ctx context.Context) ([]Capsule, []CapsuleFailure, error) {
+	var l CapsuleList
+	err := c.do(ctx, "GET", "/v1/capsules", nil, &l)
+	return l.Capsules, l.Failed, err
+}
+
 // Capsule returns one capsule.
 func (c *Client) Capsule(ctx context.Context, name string) (Capsule, error) {
 	var cp Capsule
 	return cp, c.do(ctx, "GET", "/v1/capsules/"+url.PathEscape(name), nil, &cp)
+}
+
+// Reload re-reads the daemon's capsule directories (name "" : all).
+func (c *Client) Reload(ctx context.Context, name string) (ReloadResponse, error) {
+	var r ReloadResponse
+	return r, c.do(ctx, "POST", "/v1/reload", ReloadRequest{Capsule: name}, &r)
 }
 
 // Call makes one tool call.

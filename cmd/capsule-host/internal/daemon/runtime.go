@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/bundled"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/registry"
@@ -36,6 +35,14 @@ type Options struct {
 	// SalvageJournal starts on a damaged journal: the file is kept aside
 	// and every record that can be read is kept (serve --salvage-journal).
 	SalvageJournal bool
+	// Reconfig re-reads the host config for a reload (its capsules and
+	// bundled settings are used); nil: reload re-reads the directories of
+	// the config Open was given.
+	Reconfig func() (*config.Config, error)
+	// Hangup delivers SIGHUP (the caller notifies it before Open, so a
+	// hang-up during start is neither fatal nor lost); Serve reloads on
+	// each. nil: no signal reload.
+	Hangup <-chan os.Signal
 }
 
 // Runtime is one host with its registry and backends.
@@ -51,13 +58,15 @@ type Runtime struct {
 	Adopted registry.AdoptReport
 
 	durable *durable
+
+	caps *capsuleSet // capsules.go
 }
 
 // Open builds the runtime and loads every capsule: the bundled ones (when
 // enabled), then the config's directories, which may replace a bundled
-// capsule of the same name. A capsule that fails to load fails Open: a
-// daemon that silently serves fewer tools than configured is worse than
-// one that does not start.
+// capsule of the same name. A capsule that fails to load is reported (log,
+// `capsules`) and the others are served; Open fails only when every
+// configured capsule fails (loadCapsules).
 func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err error) {
 	lg := o.Log
 	if lg == nil {
@@ -118,7 +127,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			_ = h.Close(sctx)
 		}
 	}()
-	if err := loadCapsules(ctx, h, cfg, o.Bundled, lg); err != nil {
+	if err := rt.loadCapsules(ctx, o); err != nil {
 		return nil, err
 	}
 	// Before the first call: every journaled process is back (or known
@@ -225,28 +234,6 @@ func openHost(ctx context.Context, cfg *config.Config, engine string, reg *regis
 		return nil, fmt.Errorf("starting the host: %w", err)
 	}
 	return h, nil
-}
-
-// loadCapsules loads the bundled capsules (when enabled), then the
-// config's directories; the first failure stops.
-func loadCapsules(ctx context.Context, h *host.Host, cfg *config.Config, bundledFS fs.FS, lg *slog.Logger) error {
-	var dirs []string
-	if *cfg.Bundled && bundledFS != nil {
-		bd, err := bundled.Extract(bundledFS, filepath.Join(cfg.StateDir, "capsules"))
-		if err != nil {
-			return err
-		}
-		dirs = append(dirs, bd...)
-	}
-	dirs = append(dirs, cfg.Capsules...)
-	for _, d := range dirs {
-		c, err := h.Load(ctx, d)
-		if err != nil {
-			return fmt.Errorf("loading capsule %s: %w", d, err)
-		}
-		lg.Info("capsule loaded", "capsule", c.Name(), "version", c.Manifest.Version, "tools", len(c.Tools()), "dir", d)
-	}
-	return nil
 }
 
 // CheckEngine refuses an engine this binary was not built with, saying

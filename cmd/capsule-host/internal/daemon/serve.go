@@ -55,7 +55,8 @@ func ListenSocket(path string) (net.Listener, error) {
 //     cancelled (the host interrupts the guest);
 //  3. the runtime closes: persistent processes are stopped and logged.
 //
-// The socket file is removed. Serve returns the first listener error, or
+// While serving, each SIGHUP on Options.Hangup reloads the capsules
+// (Runtime.Reload). The socket file is removed. Serve returns the first listener error, or
 // nil after a clean shutdown.
 func Serve(ctx context.Context, rt *Runtime, sock, tcp net.Listener, grace time.Duration) error {
 	s := NewServer(rt)
@@ -75,11 +76,12 @@ func Serve(ctx context.Context, rt *Runtime, sock, tcp net.Listener, grace time.
 			}
 		}()
 	}
-	attrs := []any{"socket", sock.Addr().String(), "engine", rt.Engine, "capsules", len(rt.Host.Capsules())}
+	attrs := []any{"socket", sock.Addr().String(), "engine", rt.Engine, "capsules", len(rt.Host.Capsules()), "capsules_failed", len(rt.Failures())}
 	if tcp != nil {
 		attrs = append(attrs, "tcp", tcp.Addr().String())
 	}
 	rt.Log.Info("capsule-host serving", attrs...)
+	stopHangup := rt.watchHangup()
 
 	var serveErr error
 	select {
@@ -88,6 +90,7 @@ func Serve(ctx context.Context, rt *Runtime, sock, tcp net.Listener, grace time.
 	case serveErr = <-errc:
 		rt.Log.Error("listener failed; shutting down", "err", serveErr)
 	}
+	stopHangup()
 	s.beginDrain()
 
 	sctx, cancel := context.WithTimeout(context.Background(), grace)

@@ -142,6 +142,7 @@ func (s *Server) mux() *http.ServeMux {
 	m.HandleFunc("GET /v1/health", s.health)
 	m.HandleFunc("GET /v1/capsules", s.capsules)
 	m.HandleFunc("GET /v1/capsules/{name}", s.capsule)
+	m.HandleFunc("POST /v1/reload", s.reload)
 	m.HandleFunc("POST /v1/call", s.call)
 	m.HandleFunc("GET /v1/processes", s.processes)
 	m.HandleFunc("GET /v1/processes/{id}", s.process)
@@ -164,18 +165,23 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		contracts = append(contracts, p.ID())
 	}
 	writeJSON(w, http.StatusOK, api.Health{
-		Status:    st,
-		Version:   s.rt.Version,
-		Engine:    s.rt.Engine,
-		Contracts: contracts,
-		Capsules:  len(s.rt.Host.Capsules()),
-		UptimeMS:  time.Since(s.rt.Started).Milliseconds(),
-		Principal: whoFrom(r).principal,
+		Status:         st,
+		Version:        s.rt.Version,
+		Engine:         s.rt.Engine,
+		Contracts:      contracts,
+		Capsules:       len(s.rt.Host.Capsules()),
+		CapsulesFailed: len(s.rt.Failures()),
+		UptimeMS:       time.Since(s.rt.Started).Milliseconds(),
+		Principal:      whoFrom(r).principal,
 	})
 }
 
 func (s *Server) capsules(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, api.CapsuleList{Capsules: s.rt.CapsuleViews()})
+	l := api.CapsuleList{Capsules: s.rt.CapsuleViews()}
+	for _, f := range s.rt.Failures() {
+		l.Failed = append(l.Failed, FailureView(f))
+	}
+	writeJSON(w, http.StatusOK, l)
 }
 
 func (s *Server) capsule(w http.ResponseWriter, r *http.Request) {
@@ -186,7 +192,13 @@ func (s *Server) capsule(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeErr(w, http.StatusNotFound, api.CodeNoSuchCapsule, fmt.Sprintf("no capsule %q is loaded", name))
+	msg := fmt.Sprintf("no capsule %q is loaded", name)
+	for _, f := range s.rt.Failures() {
+		if f.Name == name {
+			msg += fmt.Sprintf(": it failed to load from %s: %v", f.Dir, f.Err)
+		}
+	}
+	writeErr(w, http.StatusNotFound, api.CodeNoSuchCapsule, msg)
 }
 
 func (s *Server) call(w http.ResponseWriter, r *http.Request) {
@@ -512,3 +524,39 @@ func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 
 // ExitView converts a registry Exit.
 func ExitView(e registry.Exit) api.Exit { return api.Exit{Code: e.Code, Signal: e.Signal} }
+
+// reload re-reads the capsule directories (POST /v1/reload). Operator
+// only: it changes what every principal is served, so a TCP token (one
+// principal) may not ask for it.
+func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
+	if wh := whoFrom(r); wh.tcp {
+		s.log.Warn("refused a reload over TCP", "principal", wh.principal)
+		writeErr(w, http.StatusForbidden, api.CodeForbidden, "reload is an operator command: use the unix socket")
+		return
+	}
+	if s.isDraining() {
+		writeErr(w, http.StatusServiceUnavailable, api.CodeShuttingDown, "the daemon is shutting down")
+		return
+	}
+	var req api.ReloadRequest
+	if r.ContentLength != 0 && !decodeBody(w, r, 4096, "reload body", &req) {
+		return
+	}
+	s.log.Info("reload requested", "by", s.by(r), "capsule", req.Capsule)
+	// Once asked, a reload runs to its end even if the client goes away:
+	// each capsule's swap is atomic, but a half-done reload would report
+	// nothing to anyone.
+	res, err := s.rt.Reload(context.WithoutCancel(r.Context()), req.Capsule)
+	switch {
+	case errors.Is(err, ErrNoSuchCapsule):
+		writeErr(w, http.StatusNotFound, api.CodeNoSuchCapsule, err.Error())
+	case errors.Is(err, ErrConfig):
+		writeErr(w, http.StatusUnprocessableEntity, api.CodeConfigError, err.Error())
+	case errors.Is(err, host.ErrClosed):
+		writeErr(w, http.StatusServiceUnavailable, api.CodeShuttingDown, err.Error())
+	case err != nil:
+		writeErr(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
+	default:
+		writeJSON(w, http.StatusOK, ReloadView(res))
+	}
+}

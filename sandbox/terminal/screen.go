@@ -57,6 +57,7 @@ type Screen struct {
 	emu   *vt.Emulator
 	modes Modes
 	title string
+	closed bool
 	// scrollback is the configured scrollback, the cap of what a
 	// snapshot reports.
 	scrollback int
@@ -118,6 +119,9 @@ func (s *Screen) pumpReplies(reply func([]byte)) {
 func (s *Screen) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return 0, io.ErrClosedPipe
+	}
 	return s.emu.Write(p)
 }
 
@@ -140,13 +144,20 @@ func (s *Screen) Modes() Modes {
 }
 
 // Close stops the reply goroutine; later Writes fail with
-// io.ErrClosedPipe. Idempotent.
+// io.ErrClosedPipe. Idempotent. It closes the emulator's reply pipe
+// itself rather than calling Emulator.Close, whose closed flag is read
+// unlocked by Emulator.Read (a data race under -race in vt v0.1.0).
 func (s *Screen) Close() error {
 	s.mu.Lock()
-	err := s.emu.Close()
+	if !s.closed {
+		s.closed = true
+		if pw, ok := s.emu.InputPipe().(*io.PipeWriter); ok {
+			pw.CloseWithError(io.EOF)
+		}
+	}
 	s.mu.Unlock()
 	<-s.replies
-	return err
+	return nil
 }
 
 // Cursor is the cursor's cell, zero-based, and whether it is shown.

@@ -53,10 +53,10 @@ type ScreenConfig struct {
 // plus the state the snapshot reports and the key encoders need (modes,
 // title). Safe for concurrent use.
 type Screen struct {
-	mu    sync.Mutex
-	emu   *vt.Emulator
-	modes Modes
-	title string
+	mu     sync.Mutex
+	emu    *vt.Emulator
+	modes  Modes
+	title  string
 	closed bool
 	// scrollback is the configured scrollback, the cap of what a
 	// snapshot reports.

@@ -147,7 +147,7 @@ type Guests struct {
 
 // Backends selects and configures execution backends.
 type Backends struct {
-	// Enabled lists the backends to construct (default ["local"]).
+	// Enabled lists the backends to construct (default ["bwrap"]).
 	Enabled []string `toml:"enabled"`
 	Bwrap   Bwrap    `toml:"bwrap"`
 	OCI     OCI      `toml:"oci"`

@@ -48,6 +48,16 @@ func builtBinary(t testing.TB) string {
 	return binPath
 }
 
+// skipSameBinary skips a test of the built binary in the -tags wasmtime
+// leg: builtBinary is the same CGO_ENABLED=0 build in both legs, so
+// running it twice would test nothing new and double the CI time.
+func skipSameBinary(t testing.TB) {
+	skipSameBinary(t)
+	if taggedWasmtime {
+		t.Skip("SKIP: -tags wasmtime: the built binary is the same CGO_ENABLED=0 build the untagged leg tests")
+	}
+}
+
 // daemonProc is one `capsule-host serve` of the built binary.
 type daemonProc struct {
 	cmd    *exec.Cmd
@@ -189,9 +199,7 @@ type restartHow struct {
 // meanwhile report their real exit code, and another principal gets
 // no-such-process for every ID.
 func TestDurableRestart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("SKIP: -short: the restart tests build the binary and run real processes")
-	}
+	skipSameBinary(t)
 	bin := builtBinary(t)
 	sigterm := func(t *testing.T, d *daemonProc) {
 		d.cmd.Process.Signal(syscall.SIGTERM)
@@ -369,9 +377,7 @@ func copyFile(t testing.TB, src, dst string) {
 // A second serve on the same state directory is refused, naming the
 // holder.
 func TestKeeperKilled(t *testing.T) {
-	if testing.Short() {
-		t.Skip("SKIP: -short: builds the binary and runs real processes")
-	}
+	skipSameBinary(t)
 	bin := builtBinary(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), nil, 0o600)
@@ -497,9 +503,7 @@ func stopMarked(t testing.TB, mark string) {
 // no dangling entry), and the concurrency quota is exact (a principal can
 // start exactly max_concurrent minus its running processes).
 func TestCrashPoints(t *testing.T) {
-	if testing.Short() {
-		t.Skip("SKIP: -short: builds the binary and kills it repeatedly")
-	}
+	skipSameBinary(t)
 	const maxConc, rounds = 6, 8
 	bin := builtBinary(t)
 	dir := t.TempDir()

@@ -270,6 +270,7 @@ func shellDaemon(t *testing.T, mutate func(*config.Config)) *testDaemon {
 	}
 	return startDaemon(t, func(c *config.Config) {
 		c.Capsules = append(c.Capsules, shell)
+		c.Backends.Enabled = []string{"local", "bwrap"} // testcap is local, the shell capsule bwrap
 		if mutate != nil {
 			mutate(c)
 		}

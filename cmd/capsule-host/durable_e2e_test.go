@@ -52,7 +52,9 @@ func builtBinary(t testing.TB) string {
 // leg: builtBinary is the same CGO_ENABLED=0 build in both legs, so
 // running it twice would test nothing new and double the CI time.
 func skipSameBinary(t testing.TB) {
-	skipSameBinary(t)
+	if testing.Short() {
+		t.Skip("SKIP: -short: builds the binary and runs real processes")
+	}
 	if taggedWasmtime {
 		t.Skip("SKIP: -tags wasmtime: the built binary is the same CGO_ENABLED=0 build the untagged leg tests")
 	}

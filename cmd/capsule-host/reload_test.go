@@ -60,6 +60,8 @@ func startReloadDaemon(t *testing.T, dirs []string, bundled bool, hangup <-chan 
 	cfg.Bundled = &bundled
 	cfg.Capsules = slices.Clone(dirs)
 	cfg.ShutdownGrace = config.Duration(3 * time.Second)
+	cfg.Backends.Enabled = []string{"local", "bwrap"} // testcap is local, the shell capsule bwrap
+	cfg.Processes.OnShutdown = config.OnShutdownStop   // tests leave nothing running
 	rd := &reloadDaemon{dirs: slices.Clone(dirs), bundled: bundled}
 	reconfig := func() (*config.Config, error) {
 		rd.mu.Lock()
@@ -415,6 +417,7 @@ func TestStartIsolatesCapsuleFailures(t *testing.T) {
 
 	cfg := config.Default()
 	cfg.SetStateDir(filepath.Join(t.TempDir(), "state"))
+	cfg.Backends.Enabled = []string{"local"}
 	off := false
 	cfg.Bundled = &off
 	cfg.Capsules = []string{broken, missing}
@@ -548,7 +551,7 @@ func TestServeSIGHUPRereadsConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeCfg(fmt.Sprintf("bundled = false\ncapsules = [%q]\n", tc))
+	writeCfg(fmt.Sprintf("bundled = false\ncapsules = [%q]\n[backends]\nenabled = [\"local\"]\n[processes]\non_shutdown = \"stop\"\n", tc))
 	sock := filepath.Join(dir, "d.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -50,8 +50,8 @@ type capsuleState struct {
 type scope struct {
 	own      owner
 	seqLimit uint64 // with a journal: the first seq not yet reserved in it
-	running  int // both tiers
-	retained int // persistent entries, live or exited-unreleased
+	running  int    // both tiers
+	retained int    // persistent entries, live or exited-unreleased
 	events   []evRec
 	nextSeq  uint64 // seq of the next event; starts at 1
 	notify   chan struct{}

@@ -43,7 +43,7 @@ type Config struct {
 	// Keys, when set, are the registry's secret keys (persisted by the
 	// daemon in the state directory), so IDs and cursors issued before a
 	// restart stay valid; nil: fresh random keys for this run.
-	Keys *Keys
+	Keys     *Keys
 	Quotas   Quotas
 	Defaults Defaults
 	Logger   *slog.Logger

@@ -61,7 +61,7 @@ func startReloadDaemon(t *testing.T, dirs []string, bundled bool, hangup <-chan 
 	cfg.Capsules = slices.Clone(dirs)
 	cfg.ShutdownGrace = config.Duration(3 * time.Second)
 	cfg.Backends.Enabled = []string{"local", "bwrap"} // testcap is local, the shell capsule bwrap
-	cfg.Processes.OnShutdown = config.OnShutdownStop   // tests leave nothing running
+	cfg.Processes.OnShutdown = config.OnShutdownStop  // tests leave nothing running
 	rd := &reloadDaemon{dirs: slices.Clone(dirs), bundled: bundled}
 	reconfig := func() (*config.Config, error) {
 		rd.mu.Lock()

@@ -382,17 +382,8 @@ func (r *Registry) kill(ctx context.Context, p *proc) (Exit, error) {
 	return r.exitOf(p), nil
 }
 
-// exitOf records and returns the exit of a settled process. A handle may
-// learn of the settle a moment after Terminate returned (a keeper's
-// answers the terminate and the wait separately), so it waits for Done,
-// bounded.
+// exitOf records and returns the exit of a settled process.
 func (r *Registry) exitOf(p *proc) Exit {
-	t := time.NewTimer(5 * time.Second)
-	select {
-	case <-p.h.Done():
-	case <-t.C:
-	}
-	t.Stop()
 	r.recordExit(p)
 	r.mu.Lock()
 	defer r.mu.Unlock()

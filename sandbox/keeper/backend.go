@@ -279,9 +279,20 @@ type handle struct {
 
 	ctx    context.Context // ended by Release
 	cancel context.CancelFunc
+	once   sync.Once // settle: the first of Wait's and Terminate's answers
 	done   chan struct{}
 	exit   sandbox.Exit
 	err    error
+}
+
+// settle records the process's end once and closes done: a Terminate
+// that got the exit settles the handle at once, so Done is closed when
+// Terminate returns, as with an in-process handle.
+func (h *handle) settle(x sandbox.Exit, err error) {
+	h.once.Do(func() {
+		h.exit, h.err = x, err
+		close(h.done)
+	})
 }
 
 func (b *Backend) newHandle(c *Client, ref sandbox.Ref, pid int, stdin bool) *handle {
@@ -311,7 +322,6 @@ func (h *handle) Done() <-chan struct{} { return h.done }
 // keeper-lost exit; only if no keeper can be reached for lostBound is the
 // attachment lost (ErrUnavailable).
 func (h *handle) waitLoop() {
-	defer close(h.done)
 	deadline := time.Now().Add(lostBound)
 	backoff := 10 * time.Millisecond
 	for {
@@ -319,19 +329,19 @@ func (h *handle) waitLoop() {
 		if err == nil {
 			var x Exit
 			if x, err = c.Wait(h.ctx, h.ref); err == nil {
-				h.exit = seamExit(x)
+				h.settle(seamExit(x), nil)
 				return
 			}
 		}
 		switch {
 		case h.ctx.Err() != nil:
-			h.err = fmt.Errorf("keeper process %s: attachment released: %w", h.ref.ID, sandbox.ErrUnavailable)
+			h.settle(sandbox.Exit{}, fmt.Errorf("keeper process %s: attachment released: %w", h.ref.ID, sandbox.ErrUnavailable))
 			return
 		case errors.Is(err, sandbox.ErrNotFound):
-			h.err = fmt.Errorf("keeper process %s: %w: %w", h.ref.ID, sandbox.ErrUnavailable, err)
+			h.settle(sandbox.Exit{}, fmt.Errorf("keeper process %s: %w: %w", h.ref.ID, sandbox.ErrUnavailable, err))
 			return
 		case time.Now().After(deadline):
-			h.err = fmt.Errorf("keeper process %s: no keeper for %v: %w", h.ref.ID, lostBound, err)
+			h.settle(sandbox.Exit{}, fmt.Errorf("keeper process %s: no keeper for %v: %w", h.ref.ID, lostBound, err))
 			return
 		}
 		select {
@@ -370,6 +380,7 @@ func (h *handle) Terminate(ctx context.Context, mode sandbox.TerminateMode) (san
 	if err != nil {
 		return sandbox.Exit{}, err
 	}
+	h.settle(seamExit(x), nil)
 	return seamExit(x), nil
 }
 

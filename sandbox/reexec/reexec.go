@@ -21,9 +21,13 @@ package reexec
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -47,7 +51,12 @@ func Register(name string, main func(args []string) int) {
 
 // Init runs the role named by os.Args[0], if there is one, and exits with
 // its code. It returns false when this process is not a helper.
+//
+// Before anything else it seals the descriptors this process inherited
+// (see SealInherited): Init is the first thing main runs, in the daemon and
+// in every helper, so it is the one place that covers them all.
 func Init() bool {
+	SealInherited()
 	if len(os.Args) == 0 {
 		return false
 	}
@@ -59,6 +68,31 @@ func Init() bool {
 	}
 	os.Exit(main(os.Args[1:]))
 	return true
+}
+
+// SealInherited marks every descriptor above stderr close-on-exec. The
+// kernel hands a child every descriptor without that flag, and os/exec
+// closes none of them, so whatever the daemon's launcher left open (a CI
+// runner's output pipe, a terminal, a lock) would otherwise reach every
+// keeper and workload: a workload holding the write end of its launcher's
+// pipe keeps that reader from ever seeing EOF. Descriptors a helper is
+// given on purpose (ExtraFiles) stay usable: the flag only stops them
+// from passing through the helper's own exec, which is what each helper
+// wants (its status pipe reports a successful exec by closing).
+func SealInherited() {
+	if unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	// Before Linux 5.11: one fcntl per open descriptor.
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
+	}
 }
 
 // Self is the path by which this binary re-executes itself. /proc/self/exe

@@ -88,20 +88,20 @@ func BenchmarkLiveCost(b *testing.B) {
 	for _, n := range ns {
 		b.Run(fmt.Sprintf("daemon+keeper-%d", n), func(b *testing.B) {
 			for range b.N {
-				one, all := liveCost(b, bin, n)
-				testutil.ReportFootprint(b, one, all, n)
+				base, all := liveCost(b, bin, n)
+				testutil.ReportFootprint(b, base, all, n)
 			}
 		})
 		b.Run(fmt.Sprintf("tmux-%d", n), func(b *testing.B) {
 			for range b.N {
-				one, all := testutil.TmuxFootprint(b, n)
-				testutil.ReportFootprint(b, one, all, n)
+				base, all := testutil.TmuxFootprint(b, n)
+				testutil.ReportFootprint(b, base, all, n)
 			}
 		})
 	}
 }
 
-func liveCost(b *testing.B, bin string, n int) (one, all procfs.Footprint) {
+func liveCost(b *testing.B, bin string, n int) (base, all procfs.Footprint) {
 	dir := b.TempDir()
 	const per = 64
 	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf("[quotas]\nmax_concurrent = %d\nmax_retained = %d\nmax_entries = %d\n", per, per, n+per)), 0o600)
@@ -126,9 +126,9 @@ func liveCost(b *testing.B, bin string, n int) (one, all procfs.Footprint) {
 		if _, code := shellCall(b, c, fmt.Sprintf("p%d", i/per), "spawn_background_process", map[string]any{"command": "exec sleep 1000"}); code != "" {
 			b.Fatalf("spawn %d: %s", i, code)
 		}
-		if i == 0 {
-			one = measure()
+		if i == testutil.Warm(n)-1 {
+			base = measure()
 		}
 	}
-	return one, measure()
+	return base, measure()
 }

@@ -13,11 +13,11 @@ import (
 )
 
 // TmuxFootprint starts a private tmux server with n detached `sleep 1000`
-// sessions and returns its footprint with one session and with n: the
-// anchor the keeper's and the daemon's per-process cost are measured
+// sessions and returns its footprint after Warm(n) sessions and with n:
+// the anchor the keeper's and the daemon's per-process cost are measured
 // against, in the same run. The server is killed before it returns. It
 // skips loudly when tmux is not installed.
-func TmuxFootprint(tb testing.TB, n int) (one, all procfs.Footprint) {
+func TmuxFootprint(tb testing.TB, n int) (base, all procfs.Footprint) {
 	tb.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		tb.Skip("SKIP: tmux is not installed (make test installs it): no tmux comparison")
@@ -52,19 +52,28 @@ func TmuxFootprint(tb testing.TB, n int) (one, all procfs.Footprint) {
 				}
 				os.Remove(path)
 			}()
-			one = measure(pid)
+		}
+		if i == Warm(n)-1 {
+			base = measure(pid)
 		}
 	}
-	return one, measure(pid)
+	return base, measure(pid)
 }
 
-// ReportFootprint states the per-process cost as the growth from 1 to n
-// processes (the server's fixed cost, binary and runtime included, cancels
-// out), and the total.
-func ReportFootprint(b *testing.B, one, all procfs.Footprint, n int) {
-	per := func(a, z int) float64 { return float64(z-a) / float64(n-1) }
-	b.ReportMetric(per(one.RSSKiB, all.RSSKiB), "KiB-rss/proc")
-	b.ReportMetric(per(one.FDs, all.FDs), "fds/proc")
-	b.ReportMetric(per(one.Threads, all.Threads), "threads/proc")
+// Warm is how many of n processes a footprint benchmark starts before it
+// takes its base measurement: a tenth, at least one. The first calls of a
+// daemon allocate what it then reuses (a pooled instance, buffers, a GC
+// target), so a base taken after the first process would count that
+// against the processes (and make small-n figures negative).
+func Warm(n int) int { return max(1, n/10) }
+
+// ReportFootprint states the per-process cost as the growth from Warm(n)
+// to n processes (the server's fixed cost, binary and runtime included,
+// cancels out), and the total.
+func ReportFootprint(b *testing.B, base, all procfs.Footprint, n int) {
+	per := func(a, z int) float64 { return float64(z-a) / float64(n-Warm(n)) }
+	b.ReportMetric(per(base.RSSKiB, all.RSSKiB), "KiB-rss/proc")
+	b.ReportMetric(per(base.FDs, all.FDs), "fds/proc")
+	b.ReportMetric(per(base.Threads, all.Threads), "threads/proc")
 	b.ReportMetric(float64(all.RSSKiB), "KiB-rss-total")
 }

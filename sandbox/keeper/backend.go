@@ -317,15 +317,27 @@ func (h *handle) Stdin() sandbox.StdinPipe {
 }
 func (h *handle) Done() <-chan struct{} { return h.done }
 
-// waitLoop waits in the keeper until the process settles. When the keeper
-// goes away it reconnects, starting a new keeper, which answers with the
-// keeper-lost exit; only if no keeper can be reached for lostBound is the
-// attachment lost (ErrUnavailable).
+// waitLoop follows the process until it settles. With the client's feed
+// it parks nothing: it registers itself to run again when the feed
+// reports the exit (or the connection ends) and returns, so a live
+// process costs no goroutine here. Against a keeper without the feed it
+// waits in the keeper. When the keeper goes away it reconnects, starting
+// a new keeper, which answers with the keeper-lost exit; only if no
+// keeper can be reached for lostBound is the attachment lost
+// (ErrUnavailable).
 func (h *handle) waitLoop() {
+	select {
+	case <-h.done:
+		return // Terminate settled it
+	default:
+	}
 	deadline := time.Now().Add(lostBound)
 	backoff := 10 * time.Millisecond
 	for {
 		c, err := h.b.client(h.ctx)
+		if err == nil && c.hub.onExit(h.ref.ID, h.waitLoop) {
+			return
+		}
 		if err == nil {
 			var x Exit
 			if x, err = c.Wait(h.ctx, h.ref); err == nil {

@@ -75,22 +75,22 @@ func benchKeeper(b *testing.B, n int) {
 	}()
 	sp := spec("keeper-test-bench", "/usr/bin/sleep", "1000")
 	sp.Output.SpillBytes = 0
-	var one procfs.Footprint
+	var base procfs.Footprint
 	for i := 0; i < n; i++ {
 		if _, err := c.Start(ctx, sp); err != nil {
 			b.Fatal(err)
 		}
-		if i == 0 {
-			one = measure(b, p.PID)
+		if i == testutil.Warm(n)-1 {
+			base = measure(b, p.PID)
 		}
 	}
 	all := measure(b, p.PID)
-	testutil.ReportFootprint(b, one, all, n)
-	b.Logf("keeper N=%d: 1 process %+v, %d processes %+v", n, one, n, all)
+	testutil.ReportFootprint(b, base, all, n)
+	b.Logf("keeper N=%d: %d processes %+v, %d processes %+v", n, testutil.Warm(n), base, n, all)
 }
 
 func benchTmux(b *testing.B, n int) {
-	one, all := testutil.TmuxFootprint(b, n)
-	testutil.ReportFootprint(b, one, all, n)
-	b.Logf("tmux N=%d: 1 session %+v, %d sessions %+v", n, one, n, all)
+	base, all := testutil.TmuxFootprint(b, n)
+	testutil.ReportFootprint(b, base, all, n)
+	b.Logf("tmux N=%d: %d sessions %+v, %d sessions %+v", n, testutil.Warm(n), base, n, all)
 }

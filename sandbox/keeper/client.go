@@ -41,6 +41,8 @@ type Client struct {
 	pending map[uint64]chan response
 	err     error
 	done    chan struct{}
+
+	hub hub // the feed's client side; started by the first waiter
 }
 
 // Dial connects to the keeper of dir. The directory and the socket must
@@ -76,6 +78,7 @@ func dial(ctx context.Context, dir string, version int) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{nc: uc, pending: map[uint64]chan response{}, done: make(chan struct{})}
+	c.hub.c = c
 	go c.readLoop()
 	hctx, cancel := context.WithTimeout(ctx, helloTimeout)
 	defer cancel()

@@ -40,6 +40,7 @@ var handlers = map[string]handler{
 	opAck:        (*server).opAck,
 	opLogState:   (*server).opLogState,
 	opWatch:      (*server).opWatch,
+	opWatchAll:   (*server).opWatchAll,
 	opWriteStdin: (*server).opWriteStdin,
 	opCloseStdin: (*server).opCloseStdin,
 	opSignal:     (*server).opSignal,

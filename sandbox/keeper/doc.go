@@ -82,6 +82,7 @@
 //	ack          {ref, stream, offset}       → state
 //	log_state    {ref, stream}               → state {end, closed, dropped, retained}
 //	watch        {ref, stdout, stderr, exit} → {stdout: state, stderr: state, exited}
+//	watch_all    {since}                     → {gen, full, procs: [{ref, stdout, stderr, exited, gone?}]}
 //	write_stdin  {ref, data}                 → {n}; a failure carries n, the torn count
 //	close_stdin  {ref}                       → {}
 //	signal       {ref, signal}               → {}
@@ -96,6 +97,12 @@
 // stream closes; a negative offset does not watch that stream) or, with
 // exit, once the process settled; it answers at once if that already
 // happened, which is what makes RemoteLog.Changed free of lost wake-ups.
+// watch_all is the feed (feed.go): one long poll per connection that
+// answers with the state of every process changed after generation since
+// (all of them, full, for since 0), so a client follows every process
+// with one request in flight instead of one per stream and process.
+// A keeper without it (an older one) answers ErrProtocol; clients then
+// fall back to watch and wait.
 // An exit is {code, signal, killed_for, at, reason}, reason "exited" or
 // "keeper-lost".
 //

@@ -40,9 +40,26 @@ func newDir(t *testing.T) string {
 	t.Cleanup(func() {
 		stopDir(t, dir)
 		waitNoLeftovers(t, filepath.Base(dir))
+		if t.Failed() {
+			logTail(t, filepath.Join(dir, keeper.LogName))
+		}
 		os.RemoveAll(dir)
 	})
 	return dir
+}
+
+// logTail shows the end of a failed test's keeper log, which goes with
+// its directory: on a CI machine it is the only trace of what the keeper
+// saw.
+func logTail(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	if len(b) > 8<<10 {
+		b = b[len(b)-8<<10:]
+	}
+	t.Logf("the end of %s:\n%s", path, b)
 }
 
 func ctxT(t testing.TB, d time.Duration) context.Context {

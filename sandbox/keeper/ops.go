@@ -73,7 +73,8 @@ func (s *server) startEntry(ctx context.Context, spec sandbox.ProcessSpec) (*ent
 	s.mu.Lock()
 	s.table[id] = e
 	s.mu.Unlock()
-	go s.recordExit(e)
+	s.feed.note(id, false)
+	go s.monitor(e)
 	return e, nil
 }
 
@@ -391,6 +392,7 @@ func (s *server) opCleanup(ctx context.Context, raw json.RawMessage) (any, error
 	s.mu.Lock()
 	delete(s.table, e.id)
 	s.mu.Unlock()
+	s.feed.note(e.id, true)
 	return none{}, nil
 }
 

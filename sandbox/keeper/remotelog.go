@@ -16,7 +16,8 @@ const logCallTimeout = 30 * time.Second
 // semantics of *sandbox.OutputLog that the registry uses (see Log). Every
 // method is a round trip; End, Dropped, Closed and Retained report the
 // last state the keeper sent if the keeper is unreachable (Err says why).
-// Changed never polls: it parks one watch in the keeper.
+// Changed never polls: it waits on the client's feed (hub.go), or against
+// an older keeper parks one watch there.
 type RemoteLog struct {
 	c      *Client
 	ref    sandbox.Ref
@@ -107,6 +108,9 @@ func (r *RemoteLog) Changed() <-chan struct{} {
 	}
 	ch := make(chan struct{})
 	r.watch = ch
+	if r.c.hub.waitLog(r, r.state.End, ch) {
+		return ch
+	}
 	w := WatchRequest{Stdout: -1, Stderr: -1}
 	if r.stream == Stderr {
 		w.Stderr = r.state.End
@@ -128,6 +132,24 @@ func (r *RemoteLog) park(ch chan struct{}, w WatchRequest) {
 	r.note(st, err)
 	r.mu.Lock()
 	r.watch = nil
+	r.mu.Unlock()
+	close(ch)
+}
+
+// fire ends the wait on ch, taking the state the feed reported (nil: none,
+// the next call asks the keeper).
+func (r *RemoteLog) fire(ch chan struct{}, pc *procChange) {
+	if pc != nil {
+		st := pc.Stdout
+		if r.stream == Stderr {
+			st = pc.Stderr
+		}
+		r.note(st, nil)
+	}
+	r.mu.Lock()
+	if r.watch == ch {
+		r.watch = nil
+	}
 	r.mu.Unlock()
 	close(ch)
 }

@@ -103,6 +103,8 @@ type server struct {
 	conns  map[*conn]struct{}
 	connWG sync.WaitGroup
 
+	feed feed // what changed, for watch_all
+
 	heavy    chan struct{}
 	quit     chan struct{}
 	quitOnce sync.Once

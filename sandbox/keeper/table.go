@@ -126,11 +126,11 @@ func (e *entry) status() procInfo {
 	return pi
 }
 
-// recordExit waits for a live process to settle, writes its exit record
-// and then closes done. A record that cannot be written is logged; the
-// exit is still served from memory until the keeper ends.
+// recordExit writes the exit record of a live process that settled
+// (monitor calls it once Done is closed) and then closes done. A record
+// that cannot be written is logged; the exit is still served from memory
+// until the keeper ends.
 func (s *server) recordExit(e *entry) {
-	<-e.h.Done()
 	x, err := e.h.Wait(context.Background())
 	if err != nil {
 		s.logf("process %s: wait after done: %v", e.id, err)

@@ -25,6 +25,7 @@ const (
 	opAck        = "ack"
 	opLogState   = "log_state"
 	opWatch      = "watch"
+	opWatchAll   = "watch_all"
 	opWriteStdin = "write_stdin"
 	opCloseStdin = "close_stdin"
 	opSignal     = "signal"
@@ -130,6 +131,28 @@ type WatchResult struct {
 	Stdout LogState `json:"stdout"`
 	Stderr LogState `json:"stderr"`
 	Exited bool     `json:"exited"`
+}
+
+type watchAllArgs struct {
+	Since uint64 `json:"since"`
+}
+
+// watchAllResult is the state of every process that changed after the
+// generation asked for; with Full, of every process the keeper holds.
+type watchAllResult struct {
+	Gen   uint64       `json:"gen"`
+	Full  bool         `json:"full"`
+	Procs []procChange `json:"procs"`
+}
+
+// procChange is one process's state in a watch_all answer; Gone: removed
+// (cleaned up), the other fields are then empty.
+type procChange struct {
+	Ref    string   `json:"ref"`
+	Stdout LogState `json:"stdout"`
+	Stderr LogState `json:"stderr"`
+	Exited bool     `json:"exited"`
+	Gone   bool     `json:"gone,omitempty"`
 }
 
 type stdinArgs struct {

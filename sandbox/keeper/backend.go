@@ -347,7 +347,7 @@ func (h *handle) waitLoop() {
 		}
 		switch {
 		case h.ctx.Err() != nil:
-			h.settle(sandbox.Exit{}, fmt.Errorf("keeper process %s: attachment released: %w", h.ref.ID, sandbox.ErrUnavailable))
+			h.settle(sandbox.Exit{}, h.released())
 			return
 		case errors.Is(err, sandbox.ErrNotFound):
 			h.settle(sandbox.Exit{}, fmt.Errorf("keeper process %s: %w: %w", h.ref.ID, sandbox.ErrUnavailable, err))
@@ -408,10 +408,17 @@ func (h *handle) Stats() sandbox.Stats {
 	return st
 }
 
-// Release drops the attachment; the process runs on in the keeper.
+// Release drops the attachment; the process runs on in the keeper. The
+// handle settles at once (as a wait parked in the keeper would, when its
+// context ended): waiting through the feed parks nothing to cancel.
 func (h *handle) Release() error {
 	h.cancel()
+	h.settle(sandbox.Exit{}, h.released())
 	return nil
+}
+
+func (h *handle) released() error {
+	return fmt.Errorf("keeper process %s: attachment released: %w", h.ref.ID, sandbox.ErrUnavailable)
 }
 
 // remoteStdin is the stdin of a keeper's process.

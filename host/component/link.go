@@ -49,6 +49,8 @@ type coreItem struct {
 	typed           bool
 	// what names the item for errors ("capsule:process/host@1.1.0 spawn").
 	what string
+	// from is the core module exporting it, if it is a module's export.
+	from *coreModule
 }
 
 // coreInst is a core instance: instantiated or a bag of exports.
@@ -72,7 +74,7 @@ func (r *realInst) export(name string) (coreItem, bool) {
 	if !ok {
 		return coreItem{}, false
 	}
-	it := coreItem{kind: k, what: fmt.Sprintf("%s export %q", r.what, name)}
+	it := coreItem{kind: k, what: fmt.Sprintf("%s export %q", r.what, name), from: r.mod}
 	if k == engine.ExternFunc {
 		d := r.mod.exportFuncs[name]
 		it.params, it.results, it.typed = d.Params, d.Results, true
@@ -94,6 +96,7 @@ type coreModule struct {
 	importFuncs map[[2]string]engine.FuncDef
 	exportKinds map[string]engine.ExternKind
 	exportFuncs map[string]engine.FuncDef
+	goRuntime   bool // built by Go (gc): its producers section says so
 }
 
 // Component-level values.

@@ -27,6 +27,9 @@ type linker struct {
 // instantiate instantiates m with args after checking every import
 // against what satisfies it (kind and core type).
 func (ln *linker) instantiate(m *coreModule, args map[string]coreInst, off int) (*realInst, error) {
+	if err := refuseGoAdapter(m, args, off); err != nil {
+		return nil, err
+	}
 	imports := engine.Imports{}
 	for _, d := range m.imports {
 		inst, ok := args[d.Module]

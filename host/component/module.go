@@ -68,7 +68,7 @@ func (m *Module) compile(ctx context.Context, eng engine.Engine, c *Component) e
 			return fmt.Errorf("core module at offset %#x: %w", cm.Offset, err)
 		}
 		x := &coreModule{mod: mod, imports: imps, importFuncs: map[[2]string]engine.FuncDef{},
-			exportKinds: map[string]engine.ExternKind{}, exportFuncs: map[string]engine.FuncDef{}}
+			exportKinds: map[string]engine.ExternKind{}, exportFuncs: map[string]engine.FuncDef{}, goRuntime: producedByGo(cm.Bytes)}
 		for _, d := range mod.Imports() {
 			x.importFuncs[[2]string{d.Module, d.Name}] = d
 		}

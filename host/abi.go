@@ -2,8 +2,10 @@ package host
 
 import (
 	"context"
+	"slices"
 
 	"github.com/capsule-host/capsule-host/host/engine"
+	"github.com/capsule-host/capsule-host/host/internal/wasip2"
 	"github.com/capsule-host/capsule-host/host/process"
 	"github.com/capsule-host/capsule-host/host/tool"
 	"github.com/capsule-host/capsule-host/registry"
@@ -19,6 +21,13 @@ type ToolSpec = tool.Spec
 func hostFuncs(reg *registry.Registry) []engine.HostFunc { return process.HostFuncs(reg) }
 
 func servedModules() []string { return process.Served() }
+
+// componentFuncs are what a component instance's imports are lowered
+// onto: the same capsule:process functions core modules import, and
+// WASI 0.2 with this instance's stdout and stderr.
+func (h *Host) componentFuncs(cfg engine.InstanceConfig) []engine.HostFunc {
+	return append(slices.Clip(h.funcs), wasip2.Funcs(wasip2.Config{Stdout: cfg.Stdout, Stderr: cfg.Stderr})...)
+}
 
 func describeTools(ctx context.Context, inst engine.Instance) ([]ToolSpec, error) {
 	return tool.Describe(ctx, inst)

@@ -167,6 +167,7 @@ type Host struct {
 	reg    *registry.Registry
 	eng    engine.Engine
 	served *served
+	funcs  []engine.HostFunc // the engine's, also lowered into components
 
 	nextInstance atomic.Uint64
 
@@ -246,6 +247,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		reg:      cfg.Registry,
 		eng:      eng,
 		served:   newServed(funcs, servedModules()),
+		funcs:    funcs,
 		capsules: map[string]*Capsule{},
 	}, nil
 }
@@ -339,12 +341,7 @@ func (h *Host) Load(ctx context.Context, dir string) (*Capsule, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A component is refused here with a *component.Error naming what
-	// is unsupported, never the engine's "invalid version header".
-	if err := component.CheckCore(wasm, servedModules()); err != nil {
-		return nil, fmt.Errorf("capsule %q: %s: %w", m.Name, m.Module, err)
-	}
-	mod, err := h.eng.Compile(ctx, wasm)
+	mod, err := h.compile(ctx, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("capsule %q: %s: %w", m.Name, m.Module, err)
 	}
@@ -395,6 +392,25 @@ func (h *Host) Load(ctx context.Context, dir string) (*Capsule, error) {
 		h.log.Info("capsule loaded", "capsule", m.Name, "version", m.Version, "tools", len(tools))
 	}
 	return c, nil
+}
+
+// compile compiles a core module, or a component (on the engine seam,
+// its imports lowered onto the host functions and WASI 0.2): what Load
+// pools is an engine.Module either way. A component is refused with a
+// *component.Error naming what is unsupported or mismatched, never the
+// engine's "invalid version header".
+func (h *Host) compile(ctx context.Context, wasm []byte) (engine.Module, error) {
+	if k, _ := component.Detect(wasm); k != component.KindComponent {
+		if err := component.CheckCore(wasm, servedModules()); err != nil {
+			return nil, err
+		}
+		return h.eng.Compile(ctx, wasm)
+	}
+	c, err := component.Parse(wasm)
+	if err != nil {
+		return nil, err
+	}
+	return component.Compile(ctx, h.eng, c, h.componentFuncs)
 }
 
 func readModule(m *manifest.Manifest) ([]byte, string, error) {

@@ -98,8 +98,33 @@ type Component struct {
 	Types int
 	// Size is how many entries each index space holds.
 	Size [numSorts]uint32
+	// Defs is, per index space except core types, what defined each
+	// entry, in index order.
+	Defs [numSorts][]Def
 	// Offset of this component's preamble in the outermost binary.
 	Offset int
+}
+
+// DefKind is the construct that defined an index-space entry.
+type DefKind byte
+
+const (
+	DefCoreModule   DefKind = iota // CoreModules[Index]
+	DefComponent                   // Components[Index]
+	DefCoreInstance                // CoreInstances[Index]
+	DefInstance                    // Instances[Index]
+	DefAlias                       // Aliases[Index]
+	DefCanon                       // Canons[Index]
+	DefImport                      // Imports[Index]
+	DefExport                      // Exports[Index] (an export adds to its sort)
+	DefType                        // a type definition (Index -1)
+	DefResource                    // a resource type; Index is its destructor core func or -1
+)
+
+// Def is one index-space entry's definition.
+type Def struct {
+	Kind  DefKind
+	Index int
 }
 
 // CoreModule is an embedded core module; Bytes aliases the input.

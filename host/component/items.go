@@ -87,7 +87,7 @@ func (s *scope) coreInstance(r *reader) {
 	}
 	if r.err == nil {
 		s.c.CoreInstances = append(s.c.CoreInstances, ci)
-		s.add(SortCoreInstance)
+		s.def(SortCoreInstance, DefCoreInstance, len(s.c.CoreInstances)-1)
 	}
 }
 
@@ -120,7 +120,7 @@ func (s *scope) instance(r *reader) {
 	}
 	if r.err == nil {
 		s.c.Instances = append(s.c.Instances, in)
-		s.add(SortInstance)
+		s.def(SortInstance, DefInstance, len(s.c.Instances)-1)
 	}
 }
 
@@ -143,7 +143,7 @@ func (s *scope) alias(r *reader) {
 	}
 	if r.err == nil {
 		s.c.Aliases = append(s.c.Aliases, a)
-		s.add(a.Sort)
+		s.def(a.Sort, DefAlias, len(s.c.Aliases)-1)
 	}
 }
 
@@ -181,7 +181,7 @@ func (s *scope) canon(r *reader) {
 		s.canonOpts(r, &cn)
 		cn.Type = r.u32()
 		s.check(r, SortType, cn.Type)
-		s.add(SortFunc)
+		s.def(SortFunc, DefCanon, len(s.c.Canons))
 	case 0x01:
 		if r.byte() != 0x00 {
 			r.fail("canon lower: bad sub-opcode")
@@ -189,12 +189,12 @@ func (s *scope) canon(r *reader) {
 		cn.Kind, cn.Func = CanonLower, r.u32()
 		s.check(r, SortFunc, cn.Func)
 		s.canonOpts(r, &cn)
-		s.add(SortCoreFunc)
+		s.def(SortCoreFunc, DefCanon, len(s.c.Canons))
 	case 0x02, 0x03, 0x04:
 		cn.Kind = map[byte]CanonKind{0x02: CanonResourceNew, 0x03: CanonResourceDrop, 0x04: CanonResourceRep}[c]
 		cn.Type = r.u32()
 		s.check(r, SortType, cn.Type)
-		s.add(SortCoreFunc)
+		s.def(SortCoreFunc, DefCanon, len(s.c.Canons))
 	default:
 		r.refuse(canonBuiltin(c), "the host runs synchronous components without threads: build without async or shared-everything threads")
 	}
@@ -251,7 +251,7 @@ func (s *scope) importDecl(r *reader) {
 	e.Sort, e.Type = s.externDesc(r)
 	if r.err == nil {
 		s.c.Imports = append(s.c.Imports, e)
-		s.add(e.Sort)
+		s.def(e.Sort, DefImport, len(s.c.Imports)-1)
 	}
 }
 
@@ -269,7 +269,7 @@ func (s *scope) export(r *reader) {
 	}
 	if r.err == nil {
 		s.c.Exports = append(s.c.Exports, e)
-		s.add(e.Sort)
+		s.def(e.Sort, DefExport, len(s.c.Exports)-1)
 	}
 }
 

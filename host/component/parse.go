@@ -108,7 +108,7 @@ func (s *scope) section(id byte, r *reader) *Error {
 			break
 		}
 		s.c.CoreModules = append(s.c.CoreModules, CoreModule{Offset: r.off(), Bytes: r.b})
-		s.add(SortCoreModule)
+		s.def(SortCoreModule, DefCoreModule, len(s.c.CoreModules)-1)
 		r.pos = len(r.b)
 	case secComponent:
 		inner, e := parse(r.b, r.off(), s, s.depth+1)
@@ -116,7 +116,7 @@ func (s *scope) section(id byte, r *reader) *Error {
 			return e
 		}
 		s.c.Components = append(s.c.Components, inner)
-		s.add(SortComponent)
+		s.def(SortComponent, DefComponent, len(s.c.Components)-1)
 		r.pos = len(r.b)
 	case secCoreInstance:
 		s.vec(r, 2, s.coreInstance)
@@ -153,6 +153,13 @@ func (s *scope) vec(r *reader, min int, item func(*reader)) {
 }
 
 func (s *scope) add(sort Sort) { s.c.Size[sort]++ }
+
+// def adds an item to sort's index space and records what defined it, so
+// instantiation can follow an index to its definition.
+func (s *scope) def(sort Sort, kind DefKind, index int) {
+	s.add(sort)
+	s.c.Defs[sort] = append(s.c.Defs[sort], Def{Kind: kind, Index: index})
+}
 
 // check refuses an index outside its index space as it is so far.
 func (s *scope) check(r *reader, sort Sort, idx uint32) {

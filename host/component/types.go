@@ -36,6 +36,7 @@ func (s *scope) optValType(r *reader) {
 // typeDef reads one type-section entry (also a type declaration inside
 // a component or instance type) and adds it to the type index space.
 func (s *scope) typeDef(r *reader) {
+	kind, dtor := DefType, -1
 	switch c := r.peek(); {
 	case r.err != nil:
 	case c == 0x40:
@@ -47,13 +48,16 @@ func (s *scope) typeDef(r *reader) {
 		s.declType(r, c == 0x41)
 	case c == 0x3f:
 		r.byte()
+		kind = DefResource
 		if r.byte() != 0x7f {
 			r.fail("resource representation other than i32")
 		}
 		switch b := r.byte(); b {
 		case 0x00:
 		case 0x01:
-			s.check(r, SortCoreFunc, r.u32())
+			f := r.u32()
+			s.check(r, SortCoreFunc, f)
+			dtor = int(f)
 		default:
 			r.fail("bad resource destructor flag %#x", b)
 		}
@@ -65,7 +69,7 @@ func (s *scope) typeDef(r *reader) {
 		s.defValType(r)
 	}
 	if r.err == nil {
-		s.add(SortType)
+		s.def(SortType, kind, dtor)
 		s.c.Types++
 	}
 }

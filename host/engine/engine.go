@@ -138,3 +138,84 @@ func (t *Trap) Error() string { return "trap: " + t.Reason }
 func Trapf(format string, args ...any) {
 	panic(&Trap{Reason: fmt.Sprintf(format, args...)})
 }
+
+// ExternKind is the kind of a core instance export that another core
+// instance of the same Store can import.
+type ExternKind byte
+
+const (
+	ExternFunc ExternKind = iota
+	ExternTable
+	ExternMemory
+	ExternGlobal
+)
+
+func (k ExternKind) String() string {
+	switch k {
+	case ExternFunc:
+		return "func"
+	case ExternTable:
+		return "table"
+	case ExternMemory:
+		return "memory"
+	case ExternGlobal:
+		return "global"
+	}
+	return fmt.Sprintf("extern(%d)", byte(k))
+}
+
+// Extern is one item of a Store: an export of one of its instances or a
+// host function made with Store.Funcs. It is only valid in its Store.
+type Extern interface {
+	Kind() ExternKind
+}
+
+// Imports satisfies a core module's imports: module name, then field
+// name, then the item.
+type Imports map[string]map[string]Extern
+
+// Linker is implemented by an Engine that can link several core
+// instances together, which a component's core instance graph needs
+// (the preview1 adapter imports the main module's memory, the shim's
+// funcref table is filled by another instance). An Engine without it
+// cannot run components: ErrLinkUnsupported.
+type Linker interface {
+	// NewStore creates an empty group of linked instances. cfg's stdout,
+	// stderr and memory limit apply to every instance in it; the memory
+	// limit applies to each memory separately.
+	NewStore(ctx context.Context, cfg InstanceConfig) (Store, error)
+}
+
+// ErrLinkUnsupported: the engine cannot link core instances together.
+var ErrLinkUnsupported = errors.New("engine cannot link core instances")
+
+// ErrLink is an instantiation in a Store refused before the engine ran
+// anything: an import not given, or an extern of the wrong kind or store.
+var ErrLink = errors.New("core instance link")
+
+// Store is a group of core instances whose imports are satisfied by each
+// other's exports and by its own host functions. Nothing in a Store
+// resolves against the Engine's host functions or its WASI: what an
+// instance imports is exactly what Instantiate is given. Closing the
+// Store closes every instance in it. Not safe for concurrent use.
+type Store interface {
+	// Instantiate instantiates m with imports and runs its start
+	// function, if any (no _initialize: that is the caller's to call).
+	Instantiate(ctx context.Context, m Module, imports Imports) (StoreInstance, error)
+	// Funcs makes host functions items of this Store (their Module and
+	// Name are only for errors). Fn's Caller is the calling instance.
+	Funcs(ctx context.Context, fs []HostFunc) ([]Extern, error)
+	// Call calls a func extern; errors as Instance.Call.
+	Call(ctx context.Context, fn Extern, params ...uint64) ([]uint64, error)
+	// Memory is a memory extern's view (nil, false for another kind).
+	Memory(mem Extern) (Memory, bool)
+	// FuncType is a func extern's core type.
+	FuncType(fn Extern) (params, results []ValueType, ok bool)
+	Close(ctx context.Context) error
+}
+
+// StoreInstance is one core instance in a Store.
+type StoreInstance interface {
+	// Export is the export called name, or false.
+	Export(name string) (Extern, bool)
+}

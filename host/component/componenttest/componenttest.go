@@ -9,6 +9,9 @@ package componenttest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,4 +51,69 @@ func Wrap(t testing.TB, core, world string) string {
 		t.Fatalf("jco build of %s: %v\n%s", core, err, b)
 	}
 	return out
+}
+
+// BuildJS builds the JavaScript capsule at src (a path) with the pinned
+// componentize-js against the repo's wit/ for world, with its WASI
+// features enabled or disabled. A build takes minutes, so the result is
+// kept under testdata/build/.cache (git-ignored), keyed by the SHA-256
+// of everything that goes into it: the source, the WIT files, the
+// lockfile, the build script and the flag.
+func BuildJS(t testing.TB, src, world string, wasi bool) string {
+	t.Helper()
+	node := needJco(t)
+	flag := ""
+	if wasi {
+		flag = "--wasi"
+	}
+	h := sha256.New()
+	inputs := []string{src, filepath.Join(Dir(), "package-lock.json"), filepath.Join(Dir(), "jsbuild.mjs")}
+	wits, _ := filepath.Glob(filepath.Join(Root(), "wit", "*", "*.wit"))
+	for _, p := range append(inputs, wits...) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", filepath.Base(p), len(b))
+		h.Write(b)
+	}
+	fmt.Fprintf(h, "%s %s\n", world, flag)
+	out := filepath.Join(Dir(), ".cache", hex.EncodeToString(h.Sum(nil))[:16]+".wasm")
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp := out + ".tmp"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	args := []string{"jsbuild.mjs", filepath.Join(Root(), "wit"), world, src, tmp}
+	if flag != "" {
+		args = append(args, flag)
+	}
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Dir = Dir()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("componentize-js build of %s: %v\n%s", src, err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// needJco skips without node or the npm packages, saying what to run.
+func needJco(t testing.TB) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("SKIP (component fixtures): node is not installed; install node and run `make npm-deps`")
+	}
+	for _, p := range []string{"jco", "componentize-js", "preview2-shim"} {
+		if _, err := os.Stat(filepath.Join(Dir(), "node_modules", "@bytecodealliance", p, "package.json")); err != nil {
+			t.Skipf("SKIP (component fixtures): @bytecodealliance/%s is not installed; run `make npm-deps`", p)
+		}
+	}
+	return node
 }

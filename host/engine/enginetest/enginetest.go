@@ -153,6 +153,9 @@ func Run(t *testing.T, ctor Ctor) {
 	t.Run("ConcurrentInstances", func(t *testing.T) { testConcurrent(t, ctor) })
 	t.Run("MissingExport", func(t *testing.T) { testMissingExport(t, ctor) })
 	t.Run("UseAfterClose", func(t *testing.T) { testUseAfterClose(t, ctor) })
+	t.Run("Link", func(t *testing.T) { testLink(t, ctor) })
+	t.Run("LinkRefused", func(t *testing.T) { testLinkRefused(t, ctor) })
+	t.Run("LinkStoresIsolated", func(t *testing.T) { testLinkIsolated(t, ctor) })
 }
 
 func testReactor(t *testing.T, ctor Ctor) {

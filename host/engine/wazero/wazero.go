@@ -22,6 +22,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -42,6 +43,11 @@ type eng struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
 	limit uint32 // pages; 0: none
+
+	// emptyModule resolves the import module names a Store is not given.
+	emptyModule wazero.CompiledModule
+	mu          sync.Mutex
+	reexports   map[string]wazero.CompiledModule // by module bytes
 }
 
 // New creates a wazero runtime with the host functions linked in, one host
@@ -54,7 +60,7 @@ func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) 
 		}
 		rc = rc.WithMemoryLimitPages(cfg.MemoryLimitPages)
 	}
-	e := &eng{limit: cfg.MemoryLimitPages}
+	e := &eng{limit: cfg.MemoryLimitPages, reexports: map[string]wazero.CompiledModule{}}
 	if cfg.CacheDir != "" {
 		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
 		if err != nil {
@@ -68,6 +74,12 @@ func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) 
 		_ = e.Close(ctx)
 		return nil, err
 	}
+	empty, err := e.rt.CompileModule(ctx, []byte("\x00asm\x01\x00\x00\x00"))
+	if err != nil {
+		_ = e.Close(ctx)
+		return nil, fmt.Errorf("wazero: empty module: %w", err)
+	}
+	e.emptyModule = empty
 	return e, nil
 }
 
@@ -165,6 +177,10 @@ func (e *eng) Compile(ctx context.Context, wasm []byte) (engine.Module, error) {
 		return nil, fmt.Errorf("wazero: compile: %w", err)
 	}
 	m := &module{rt: e.rt, cm: cm, limit: e.limit}
+	if m.externImports, m.exportKinds, err = externs(wasm); err != nil {
+		_ = cm.Close(ctx)
+		return nil, fmt.Errorf("wazero: compile: %w", err)
+	}
 	for _, d := range cm.ImportedFunctions() {
 		mod, name, _ := d.Import()
 		m.imports = append(m.imports, engine.FuncDef{Module: mod, Name: name, Params: fromAPI(d.ParamTypes()), Results: fromAPI(d.ResultTypes())})
@@ -199,6 +215,21 @@ type module struct {
 	imports, exports []engine.FuncDef
 	hasInit          bool
 	limit            uint32 // the engine's, pages
+	// Every import and export of every kind, for Store.Instantiate.
+	externImports []engine.ExternDef
+	exportKinds   map[string]engine.ExternKind
+}
+
+func externs(wasm []byte) ([]engine.ExternDef, map[string]engine.ExternKind, error) {
+	imps, exps, err := engine.CoreExterns(wasm)
+	if err != nil {
+		return nil, nil, err
+	}
+	kinds := make(map[string]engine.ExternKind, len(exps))
+	for _, d := range exps {
+		kinds[d.Name] = d.Kind
+	}
+	return imps, kinds, nil
 }
 
 func (m *module) Imports() []engine.FuncDef { return m.imports }

@@ -155,6 +155,7 @@ type PersistOptions struct {
 	IdleTimeout   *time.Duration
 	ExitRetention *time.Duration
 	Limits        Limits
+	Terminal      *TerminalOptions // a PTY (terminal.go); nil: pipes
 }
 
 // Limits mirrors the WIT resource-limits; nil: the capsule's default.

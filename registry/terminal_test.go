@@ -190,8 +190,8 @@ func TestTerminalMatchesTmux(t *testing.T) {
 	// Each program prints, then its shell execs sleep: the screen is final
 	// once the pane's foreground command is sleep.
 	for name, script := range map[string]string{
-		"seq scroll":   "i=0; while [ $i -lt 60 ]; do i=$((i+1)); echo line $i; done",
-		"ls-like cols": "printf '%-20s%-20s%-20s\\n' a b c dd ee ff; printf 'tab\\there\\n'",
+		"seq scroll":       "i=0; while [ $i -lt 60 ]; do i=$((i+1)); echo line $i; done",
+		"ls-like cols":     "printf '%-20s%-20s%-20s\\n' a b c dd ee ff; printf 'tab\\there\\n'",
 		"cursor and erase": `printf 'hello world\r\nsecond\033[1;7HWORLD\033[2;1H\033[K\033[5;30Hfar'`,
 		"wide and wrap":    `printf '日本語 %s' "$(i=0; while [ $i -lt 30 ]; do i=$((i+1)); printf wrap; done)"`,
 	} {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/capsule-host/capsule-host/registry/journal"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/terminal"
 )
@@ -59,6 +60,11 @@ type Screen struct {
 type termState struct {
 	screen *terminal.Screen
 	log    sandbox.Log
+	// feedMu is held by the feeder around one batch (write, then fed
+	// moves) and by a resize, so a resize lands between two batches at a
+	// known offset, where a replay applies it again (replay).
+	feedMu sync.Mutex
+	replay []journal.Resize // adopted: resizes still to apply, by offset; feeder only
 	mu     sync.Mutex
 	fed    int64         // output offset rendered so far
 	moved  chan struct{} // closed (and replaced) whenever fed moves
@@ -81,18 +87,36 @@ func applyTerminal(pr *prepared, req SpawnRequest) error {
 	if term == "" {
 		term = DefaultTerm
 	}
+	if !validTerm(term) {
+		return fmt.Errorf("%w: terminal term %q: at most 64 bytes of A-Z a-z 0-9 . _ + -", ErrInvalidInput, term)
+	}
 	pr.spec.Terminal = &sandbox.TerminalSpec{Rows: t.Rows, Cols: t.Cols, Term: term}
 	pr.spec.Stdin = sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: req.Stdin}
 	return nil
 }
 
+// validTerm: TERM names a terminfo entry, a file name; nothing else
+// belongs in it.
+func validTerm(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '+' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // startTerminal makes the screen of p (started as h) and starts its
 // feeder; nil for a process without a terminal.
-func (r *Registry) startTerminal(p *proc, h sandbox.Handle, t *sandbox.TerminalSpec) *termState {
+func (r *Registry) startTerminal(p *proc, h sandbox.Handle, t *sandbox.TerminalSpec, replay []journal.Resize) *termState {
 	if t == nil {
 		return nil
 	}
-	ts := &termState{log: h.Stdout(), moved: make(chan struct{}), done: make(chan struct{})}
+	ts := &termState{log: h.Stdout(), moved: make(chan struct{}), done: make(chan struct{}), replay: replay}
 	live := ts.log.End() // bytes before it predate the screen: no replies for them
 	scr, err := terminal.NewScreen(terminal.ScreenConfig{
 		Rows: int(t.Rows), Cols: int(t.Cols), Scrollback: termScrollback,
@@ -146,20 +170,11 @@ func (r *Registry) feed(ts *termState) {
 	defer ts.screen.Close()
 	for {
 		ch := ts.log.Changed() // arm, then read: no lost wake-up
-		off := ts.rendered()
-		c, err := ts.log.ReadFrom(off, feedBatch)
+		moved, err := ts.batch()
 		if err != nil {
 			return // removed by cleanup
 		}
-		if len(c.Data) > 0 {
-			ts.screen.Write(c.Data)
-		}
-		if c.Next != off {
-			ts.mu.Lock()
-			ts.fed, ts.skipped = c.Next, ts.skipped+c.Dropped
-			close(ts.moved)
-			ts.moved = make(chan struct{})
-			ts.mu.Unlock()
+		if moved {
 			continue
 		}
 		if ts.log.Closed() {
@@ -171,6 +186,46 @@ func (r *Registry) feed(ts *termState) {
 			return
 		}
 	}
+}
+
+// batch renders one batch of output, first applying the replayed
+// resizes it reached, and never reading past the next one.
+func (ts *termState) batch() (moved bool, err error) {
+	ts.feedMu.Lock()
+	defer ts.feedMu.Unlock()
+	off := ts.rendered()
+	for len(ts.replay) > 0 && ts.replay[0].At <= off {
+		ts.screen.Resize(int(ts.replay[0].Rows), int(ts.replay[0].Cols))
+		ts.replay = ts.replay[1:]
+	}
+	limit := int64(feedBatch)
+	if len(ts.replay) > 0 {
+		limit = min(limit, ts.replay[0].At-off)
+	}
+	c, err := ts.log.ReadFrom(off, int(limit))
+	if err != nil {
+		return false, err
+	}
+	if len(c.Data) > 0 {
+		ts.screen.Write(c.Data)
+	}
+	if c.Next == off {
+		return false, nil
+	}
+	ts.mu.Lock()
+	ts.fed, ts.skipped = c.Next, ts.skipped+c.Dropped
+	close(ts.moved)
+	ts.moved = make(chan struct{})
+	ts.mu.Unlock()
+	return true, nil
+}
+
+// resize resizes the screen between two batches and returns the output
+// offset it applies from.
+func (ts *termState) resize(rows, cols uint16) (int64, error) {
+	ts.feedMu.Lock()
+	defer ts.feedMu.Unlock()
+	return ts.rendered(), ts.screen.Resize(int(rows), int(cols))
 }
 
 // catchUp waits, up to catchUpBound, for the screen to render what the
@@ -271,7 +326,7 @@ func (r *Registry) Paste(ctx context.Context, id string, text []byte, submit boo
 }
 
 // Resize sets a terminal's window size: the PTY's (the application gets
-// SIGWINCH) and the screen model's.
+// SIGWINCH), the screen model's, and the journal's.
 func (r *Registry) Resize(ctx context.Context, id string, rows, cols uint16) error {
 	p, ts, err := r.terminalOf(ctx, id)
 	if err != nil {
@@ -290,6 +345,49 @@ func (r *Registry) Resize(ctx context.Context, id string, rows, cols uint16) err
 		}
 		return mapSandboxErr("resize", err)
 	}
-	ts.catchUp(ctx) // render what was drawn at the old size first
-	return ts.screen.Resize(int(rows), int(cols))
+	// As tmux: output not yet rendered, drawn before or after the
+	// resize, renders at the new size; the application's redraw on
+	// SIGWINCH makes it right.
+	at, err := ts.resize(rows, cols)
+	r.journalResize(p, journal.Resize{At: at, Rows: rows, Cols: cols})
+	return err
+}
+
+// jTerminal is the journal's form of a spec's terminal.
+func jTerminal(t *sandbox.TerminalSpec) *journal.Terminal {
+	if t == nil {
+		return nil
+	}
+	return &journal.Terminal{Rows: t.Rows, Cols: t.Cols, Term: t.Term}
+}
+
+// adoptTerminal rebuilds an adopted terminal's screen at its journaled
+// size by replaying the output log from its oldest retained byte: the
+// same bytes at the same size give the same screen (what left the log
+// before is Screen.Skipped). The replay answers no query: those were
+// answered, or not, before the restart.
+func (r *Registry) adoptTerminal(p *proc, t *journal.Terminal) *termState {
+	if t == nil {
+		return nil
+	}
+	return r.startTerminal(p, p.h, &sandbox.TerminalSpec{Rows: t.Rows, Cols: t.Cols, Term: t.Term}, t.Resizes)
+}
+
+// journalResize records a resize, so a restarted daemon's replay
+// resizes the screen where this one did (the last MaxResizes: older
+// ones fall before any output a replay still has, in practice).
+func (r *Registry) journalResize(p *proc, z journal.Resize) {
+	if r.jr == nil || !p.persistent {
+		return
+	}
+	err := r.jr.UpdateProcess(journal.Key(p.key), func(jp *journal.Process) error {
+		if t := jp.Terminal; t != nil {
+			t.Resizes = append(t.Resizes, z)
+			t.Resizes = t.Resizes[max(0, len(t.Resizes)-journal.MaxResizes):]
+		}
+		return nil
+	})
+	if err != nil {
+		r.log.Warn("journal: recording a resize failed; a restart would render at the old size", append(p.attrs(), "err", err)...)
+	}
 }

@@ -149,8 +149,10 @@ func TestTerminalBadInput(t *testing.T) {
 	if _, err := e.r.Paste(ctx, id, big, false); !isErr(err, ErrTooLarge) {
 		t.Errorf("oversized paste: %v, want too large", err)
 	}
-	if _, err := e.r.SpawnPersistent(ctx, e.sh("true"), PersistOptions{Terminal: &TerminalOptions{Rows: 0, Cols: 80}}); !isErr(err, ErrInvalidInput) {
-		t.Errorf("spawn with 0 rows: %v, want invalid input", err)
+	for _, o := range []TerminalOptions{{Rows: 0, Cols: 80}, {Rows: 24, Cols: 1001}, {Rows: 24, Cols: 80, Term: "x/../y"}, {Rows: 24, Cols: 80, Term: strings.Repeat("x", 65)}} {
+		if _, err := e.r.SpawnPersistent(ctx, e.sh("true"), PersistOptions{Terminal: &o}); !isErr(err, ErrInvalidInput) {
+			t.Errorf("spawn with terminal %+v: %v, want invalid input", o, err)
+		}
 	}
 	pipe := e.spawn(ctx, "sleep 100", PersistOptions{KeepStdinOpen: true})
 	defer e.r.Signal(ctx, pipe, SigKill)

@@ -16,7 +16,7 @@ import (
 var termExec = append([]string{"/bin/bash", "/bin/busybox"}, testExec...)
 
 // termEnv is an env whose capsule "term" may run bash and busybox.
-func termEnv(t *testing.T) (*env, context.Context) {
+func termEnv(t testing.TB) (*env, context.Context) {
 	e := newEnv(t, nil)
 	e.register("term", func(p *CapsulePolicy) { p.Exec = termExec })
 	return e, as("term", "alice")

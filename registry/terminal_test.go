@@ -13,7 +13,7 @@ import (
 	"github.com/capsule-host/capsule-host/sandbox/terminal"
 )
 
-var termExec = append([]string{"/bin/bash", "/bin/busybox"}, testExec...)
+var termExec = append([]string{"/bin/bash", "/bin/busybox", "/usr/bin/python3"}, testExec...)
 
 // termEnv is an env whose capsule "term" may run bash and busybox.
 func termEnv(t testing.TB) (*env, context.Context) {
@@ -113,6 +113,32 @@ func TestTerminalBashDriven(t *testing.T) {
 	}
 	if ex := e.wait(ctx, id); ex.Code == nil || *ex.Code != 130 {
 		t.Errorf("exit %+v, want code 130 (the interrupted sleep)", ex)
+	}
+}
+
+// python3's REPL on a terminal: it sees a tty (no -i, no -u needed), its
+// prompt shows, a pasted block runs, Up recalls its history (readline).
+func TestTerminalPythonREPL(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+		t.Skip("SKIP LOUDLY: /usr/bin/python3 missing")
+	}
+	e, ctx := termEnv(t)
+	id := e.spawnTerm(ctx, 24, 80, "/usr/bin/python3", "-q")
+	defer e.r.Signal(ctx, id, SigKill)
+	e.awaitScreen(ctx, id, "the >>> prompt", func(s Screen) bool { return strings.HasSuffix(s.Text(), ">>>") })
+	if _, err := e.r.Paste(ctx, id, []byte("import sys; print('tty', sys.stdin.isatty(), 6*7)"), true); err != nil {
+		t.Fatal(err)
+	}
+	e.awaitScreen(ctx, id, "the answer", shows("tty True 42"))
+	if _, err := e.r.SendKeys(ctx, id, keys("Up", "Enter")); err != nil {
+		t.Fatal(err)
+	}
+	e.awaitScreen(ctx, id, "the answer twice", func(s Screen) bool { return strings.Count(s.Text(), "tty True 42") == 2 })
+	if _, err := e.r.SendKeys(ctx, id, keys("C-d")); err != nil {
+		t.Fatal(err)
+	}
+	if ex := e.wait(ctx, id); ex.Code == nil || *ex.Code != 0 {
+		t.Errorf("exit %+v, want 0 after C-d", ex)
 	}
 }
 

@@ -495,7 +495,7 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 		r.log.Warn("spawn not journaled: process killed", append(p.attrs(), "err", err)...)
 		return err
 	}
-	p.term = r.startTerminal(p, h, pr.spec.Terminal, nil) // before p is published
+	p.term = r.startTerminal(p, h, pr.spec.Terminal, nil, false) // before p is published
 	r.mu.Lock()
 	if r.closed || p.reasonSet {
 		r.mu.Unlock()

@@ -111,13 +111,19 @@ func validTerm(s string) bool {
 }
 
 // startTerminal makes the screen of p (started as h) and starts its
-// feeder; nil for a process without a terminal.
-func (r *Registry) startTerminal(p *proc, h sandbox.Handle, t *sandbox.TerminalSpec, replay []journal.Resize) *termState {
+// feeder; nil for a process without a terminal. An adopted terminal
+// (adopted) answers no query in the output it replays: those were
+// answered, or not, before the restart. A new one answers from the first
+// byte: a program may query the terminal before the screen exists.
+func (r *Registry) startTerminal(p *proc, h sandbox.Handle, t *sandbox.TerminalSpec, replay []journal.Resize, adopted bool) *termState {
 	if t == nil {
 		return nil
 	}
 	ts := &termState{log: h.Stdout(), moved: make(chan struct{}), done: make(chan struct{}), replay: replay}
-	live := ts.log.End() // bytes before it predate the screen: no replies for them
+	live := int64(0)
+	if adopted {
+		live = ts.log.End()
+	}
 	scr, err := terminal.NewScreen(terminal.ScreenConfig{
 		Rows: int(t.Rows), Cols: int(t.Cols), Scrollback: termScrollback,
 		Reply: func(b []byte) {
@@ -370,7 +376,7 @@ func (r *Registry) adoptTerminal(p *proc, t *journal.Terminal) *termState {
 	if t == nil {
 		return nil
 	}
-	return r.startTerminal(p, p.h, &sandbox.TerminalSpec{Rows: t.Rows, Cols: t.Cols, Term: t.Term}, t.Resizes)
+	return r.startTerminal(p, p.h, &sandbox.TerminalSpec{Rows: t.Rows, Cols: t.Cols, Term: t.Term}, t.Resizes, true)
 }
 
 // journalResize records a resize, so a restarted daemon's replay

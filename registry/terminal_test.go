@@ -142,6 +142,16 @@ func TestTerminalPythonREPL(t *testing.T) {
 	}
 }
 
+// A program that asks the terminal where its cursor is (CPR, CSI 6n)
+// gets the emulator's answer on its input, as from a real terminal.
+func TestTerminalAnswersQueries(t *testing.T) {
+	e, ctx := termEnv(t)
+	id := e.spawnTerm(ctx, 24, 80, "/bin/sh", "-c",
+		`stty raw -echo; printf 'abc\033[6n'; r=$(dd bs=1 count=6 2>/dev/null); stty sane; echo; printf '%s' "$r" | od -An -tx1; exec sleep 100`)
+	defer e.r.Signal(ctx, id, SigKill)
+	e.awaitScreen(ctx, id, "the answer to CSI 6n (row 1, col 4)", shows("1b 5b 31 3b 34 52"))
+}
+
 // A full-screen program: the alternate screen is flagged and shows the
 // program; after it exits the primary screen is back.
 func TestTerminalFullScreen(t *testing.T) {

@@ -71,6 +71,7 @@ type termState struct {
 	done   chan struct{} // closed when the feeder ended
 	// skipped: see Screen.Skipped.
 	skipped int64
+	size    TerminalInfo // the PTY's size now (process-info)
 }
 
 // applyTerminal turns the persist options' terminal into the spec's:
@@ -119,7 +120,11 @@ func (r *Registry) startTerminal(p *proc, h sandbox.Handle, t *sandbox.TerminalS
 	if t == nil {
 		return nil
 	}
-	ts := &termState{log: h.Stdout(), moved: make(chan struct{}), done: make(chan struct{}), replay: replay}
+	ts := &termState{log: h.Stdout(), moved: make(chan struct{}), done: make(chan struct{}), replay: replay,
+		size: TerminalInfo{Rows: t.Rows, Cols: t.Cols, Term: t.Term}}
+	if n := len(replay); n > 0 {
+		ts.size.Rows, ts.size.Cols = replay[n-1].Rows, replay[n-1].Cols
+	}
 	live := int64(0)
 	if adopted {
 		live = ts.log.End()
@@ -231,6 +236,9 @@ func (ts *termState) batch() (moved bool, err error) {
 func (ts *termState) resize(rows, cols uint16) (int64, error) {
 	ts.feedMu.Lock()
 	defer ts.feedMu.Unlock()
+	ts.mu.Lock()
+	ts.size.Rows, ts.size.Cols = rows, cols
+	ts.mu.Unlock()
 	return ts.rendered(), ts.screen.Resize(int(rows), int(cols))
 }
 

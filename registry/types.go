@@ -252,6 +252,11 @@ type Info struct {
 	StdinOpen     bool
 	CPU           *time.Duration
 	MemPeak       *uint64
+	// 1.2.0 (info.go): nil when not applicable or unknown.
+	Terminal        *TerminalInfo
+	WaitingForInput *bool
+	ReapIn          *time.Duration
+	ReapRule        *Reason
 }
 
 // Signal mirrors the WIT process-signal (1.1.0).

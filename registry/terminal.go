@@ -273,6 +273,10 @@ func (r *Registry) terminalOf(ctx context.Context, id string) (*proc, *termState
 	if err != nil {
 		return nil, nil, err
 	}
+	return hasTerminal(p)
+}
+
+func hasTerminal(p *proc) (*proc, *termState, error) {
 	if p.term == nil {
 		return nil, nil, fmt.Errorf("%w: the process has no terminal (spawned without one)", ErrInvalidInput)
 	}
@@ -287,12 +291,16 @@ func (r *Registry) Snapshot(ctx context.Context, id string, scrollback uint32) (
 	if err != nil {
 		return Screen{}, err
 	}
+	return r.snapshot(ctx, ts, scrollback), nil
+}
+
+func (r *Registry) snapshot(ctx context.Context, ts *termState, scrollback uint32) Screen {
 	behind := ts.catchUp(ctx)
 	s := Screen{Snapshot: ts.screen.Snapshot(int(min(scrollback, termScrollback))), Behind: behind}
 	ts.mu.Lock()
 	s.Skipped = ts.skipped
 	ts.mu.Unlock()
-	return s, nil
+	return s
 }
 
 // SendKeys types keys (tmux names, or text) into a terminal, encoded for
@@ -304,6 +312,10 @@ func (r *Registry) SendKeys(ctx context.Context, id string, keys []terminal.Key)
 	if err != nil {
 		return 0, err
 	}
+	return r.sendKeys(ctx, p, ts, keys)
+}
+
+func (r *Registry) sendKeys(ctx context.Context, p *proc, ts *termState, keys []terminal.Key) (int, error) {
 	ts.catchUp(ctx)
 	b, err := terminal.EncodeKeys(keys, ts.screen.Modes())
 	if err != nil {
@@ -324,6 +336,10 @@ func (r *Registry) Paste(ctx context.Context, id string, text []byte, submit boo
 	if err != nil {
 		return 0, err
 	}
+	return r.paste(ctx, p, ts, text, submit)
+}
+
+func (r *Registry) paste(ctx context.Context, p *proc, ts *termState, text []byte, submit bool) (int, error) {
 	if len(text) > r.cfg.Defaults.StdinWriteMax {
 		return 0, fmt.Errorf("%w: paste: %d bytes (max %d per call)", ErrTooLarge, len(text), r.cfg.Defaults.StdinWriteMax)
 	}

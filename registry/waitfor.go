@@ -66,6 +66,11 @@ func (r *Registry) WaitFor(ctx context.Context, id string, cond WaitCondition, t
 	if err != nil {
 		return WaitResult{}, err
 	}
+	return r.waitFor(ctx, p, cond, timeout)
+}
+
+func (r *Registry) waitFor(ctx context.Context, p *proc, cond WaitCondition, timeout time.Duration) (WaitResult, error) {
+	var err error
 	var re *regexp.Regexp
 	if cond.Kind == WaitOutput {
 		if re, err = compileWait(cond.Regex); err != nil {

@@ -17,6 +17,8 @@ require (
 	golang.org/x/text v0.36.0
 )
 
+require github.com/creack/pty v1.1.24
+
 require (
 	github.com/charmbracelet/colorprofile v0.4.2 // indirect
 	github.com/charmbracelet/x/exp/ordered v0.1.0 // indirect

@@ -117,6 +117,7 @@ func (r *Registry) journalSpawn(p *proc, pr *prepared, ref sandbox.Ref, now time
 		IdleTimeout: p.idle, IdleDeadline: now.Add(p.idle),
 		ExitRetention: p.retention,
 		SealedID:      sealed,
+		Terminal:      jTerminal(pr.spec.Terminal),
 	}
 	if err := r.jr.PutProcess(rec); err != nil {
 		return fmt.Errorf("%w: journaling the spawn: %v", ErrUnavailable, err)
@@ -348,6 +349,7 @@ func (r *Registry) adoptOne(ctx context.Context, rec journal.Process) adoptOutco
 	} else if outcome == adoptedLost {
 		p.reason, p.reasonSet = ReasonRemoved, true
 	}
+	p.term = r.adoptTerminal(p, rec.Terminal)
 	r.publishAdopted(p)
 	return outcome
 }

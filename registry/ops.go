@@ -114,6 +114,8 @@ func (r *Registry) info(p *proc, idle time.Duration, operator bool) Info {
 		e, reason := p.exit, p.reason
 		in.Exit, in.Reason = &e, &reason
 		in.StdinOpen = false
+	} else {
+		in.ReapIn, in.ReapRule = r.reapDeadlineLocked(p)
 	}
 	r.mu.Unlock()
 	if in.Phase == PhaseRunning {
@@ -122,6 +124,7 @@ func (r *Registry) info(p *proc, idle time.Duration, operator bool) Info {
 			in.OSPid = &v
 		}
 	}
+	r.infoTerminal(p, &in)
 	return in
 }
 

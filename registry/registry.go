@@ -78,6 +78,7 @@ type proc struct {
 	cs         *capsuleState
 	stdinSem   chan struct{} // serialises writers so frames never interleave
 	rearm      chan struct{} // wakes the watcher when a log-ready was consumed
+	term       *termState    // a terminal's screen (terminal.go); nil: pipes
 
 	// guarded by Registry.mu
 	h           sandbox.Handle // nil while starting

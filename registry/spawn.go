@@ -231,6 +231,9 @@ func applyPersist(pr *prepared, req SpawnRequest, capsule sandbox.Limits) error 
 	if persist.KeepStdinOpen {
 		spec.Stdin = sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: req.Stdin}
 	}
+	if err := applyTerminal(pr, req); err != nil {
+		return err
+	}
 	switch persist.Overflow {
 	case 0, sandbox.DropOldest:
 	case sandbox.Backpressure:
@@ -492,6 +495,7 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 		r.log.Warn("spawn not journaled: process killed", append(p.attrs(), "err", err)...)
 		return err
 	}
+	p.term = r.startTerminal(p, h, pr.spec.Terminal, nil, false) // before p is published
 	r.mu.Lock()
 	if r.closed || p.reasonSet {
 		r.mu.Unlock()

@@ -155,6 +155,7 @@ type PersistOptions struct {
 	IdleTimeout   *time.Duration
 	ExitRetention *time.Duration
 	Limits        Limits
+	Terminal      *TerminalOptions // a PTY (terminal.go); nil: pipes
 }
 
 // Limits mirrors the WIT resource-limits; nil: the capsule's default.
@@ -251,6 +252,11 @@ type Info struct {
 	StdinOpen     bool
 	CPU           *time.Duration
 	MemPeak       *uint64
+	// 1.2.0 (info.go): nil when not applicable or unknown.
+	Terminal        *TerminalInfo
+	WaitingForInput *bool
+	ReapIn          *time.Duration
+	ReapRule        *Reason
 }
 
 // Signal mirrors the WIT process-signal (1.1.0).

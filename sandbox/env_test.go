@@ -223,7 +223,28 @@ func TestValidateNamesField(t *testing.T) {
 		t.Fatalf("minimal spec refused: %v", err)
 	}
 	s.Terminal = &TerminalSpec{}
-	if err := s.Validate(); !errors.Is(err, ErrInvalidSpec) || !strings.HasPrefix(err.Error(), "terminal: not supported yet") {
+	if err := s.Validate(); !errors.Is(err, ErrInvalidSpec) || !strings.HasPrefix(err.Error(), "terminal: not supported") {
 		t.Fatalf("terminal: %v", err)
+	}
+	for _, tc := range []struct {
+		field string
+		term  TerminalSpec
+		stdin StdinMode
+	}{
+		{"terminal.rows", TerminalSpec{Rows: 0, Cols: 80, Term: "xterm"}, StdinOpen},
+		{"terminal.rows", TerminalSpec{Rows: 1001, Cols: 80, Term: "xterm"}, StdinOpen},
+		{"terminal.cols", TerminalSpec{Rows: 24, Cols: 0, Term: "xterm"}, StdinOpen},
+		{"terminal.term", TerminalSpec{Rows: 24, Cols: 80}, StdinOpen},
+		{"terminal.term", TerminalSpec{Rows: 24, Cols: 80, Term: "a=b"}, StdinOpen},
+		{"terminal: needs stdin mode open", TerminalSpec{Rows: 24, Cols: 80, Term: "xterm"}, StdinClosed},
+	} {
+		s.Terminal, s.Stdin.Mode = &tc.term, tc.stdin
+		if err := s.ValidateTerminal(); !errors.Is(err, ErrInvalidSpec) || !strings.HasPrefix(err.Error(), tc.field) {
+			t.Errorf("%+v stdin %d: %v, want ErrInvalidSpec naming %s", tc.term, tc.stdin, err, tc.field)
+		}
+	}
+	s.Terminal, s.Stdin.Mode = &TerminalSpec{Rows: 1000, Cols: 1, Term: "xterm-256color"}, StdinOpen
+	if err := s.ValidateTerminal(); err != nil {
+		t.Fatalf("valid terminal refused: %v", err)
 	}
 }

@@ -14,9 +14,16 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"syscall"
 	"time"
 )
+
+// ErrNoTerminal: a terminal operation on a process without a terminal,
+// or whose terminal is gone.
+var ErrNoTerminal = errors.New("process has no terminal")
 
 // Backend starts and manages processes. Implementations: local, bwrap, oci.
 type Backend interface {
@@ -261,10 +268,58 @@ type Limits struct {
 	OpenFiles   int
 }
 
-// TerminalSpec is reserved for the PTY issue; a non-nil Terminal is
-// refused with ErrInvalidSpec until then.
+// TerminalSpec asks for the process to run on a pseudo-terminal: its
+// stdin, stdout and stderr are the PTY's slave, it is the session leader
+// with the slave as its controlling terminal, and the master feeds the
+// stdout log (stderr's log stays empty and is closed at once) and takes
+// Handle.Stdin's writes. Only backends that call ValidateTerminal accept
+// it (local, bwrap); the others refuse it with ErrInvalidSpec.
 type TerminalSpec struct {
+	// Rows and Cols are the initial window size, 1..MaxTerminalSize.
 	Rows, Cols uint16
+	// Term is the TERM variable the process gets (it replaces one in Env).
+	Term string
+}
+
+// MaxTerminalSize bounds rows and columns: a bigger window is a mistake
+// or an attack on the screen model's memory.
+const MaxTerminalSize = 1000
+
+// Resizer is implemented by the handles of terminal processes: Resize
+// sets the window size (TIOCSWINSZ on the master; the kernel signals
+// SIGWINCH to the terminal's foreground process group). A size outside
+// 1..MaxTerminalSize is ErrInvalidSpec; a handle without a terminal, or
+// whose terminal is gone (the process ended), is ErrNoTerminal.
+type Resizer interface {
+	Resize(rows, cols uint16) error
+}
+
+// CheckTerminalSize refuses a window size outside 1..MaxTerminalSize,
+// naming the field, with ErrInvalidSpec.
+func CheckTerminalSize(rows, cols uint16) error {
+	if rows < 1 || rows > MaxTerminalSize {
+		return fmt.Errorf("terminal.rows: %d is not in 1..%d: %w", rows, MaxTerminalSize, ErrInvalidSpec)
+	}
+	if cols < 1 || cols > MaxTerminalSize {
+		return fmt.Errorf("terminal.cols: %d is not in 1..%d: %w", cols, MaxTerminalSize, ErrInvalidSpec)
+	}
+	return nil
+}
+
+// check validates a terminal spec: its size, a TERM without NUL or
+// "=", and stdin open (a PTY's input is the master; "closed" or "bytes"
+// stdin would hang it up or leave nothing to drive it with).
+func (t *TerminalSpec) check(stdin StdinMode) error {
+	if err := CheckTerminalSize(t.Rows, t.Cols); err != nil {
+		return err
+	}
+	if t.Term == "" || strings.ContainsAny(t.Term, "=\x00") {
+		return fmt.Errorf("terminal.term: %q is empty or holds '=' or NUL: %w", t.Term, ErrInvalidSpec)
+	}
+	if stdin != StdinOpen {
+		return fmt.Errorf("terminal: needs stdin mode open: %w", ErrInvalidSpec)
+	}
+	return nil
 }
 
 // IsolationSpec is what a sandboxing backend needs from the caller. The

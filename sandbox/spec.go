@@ -8,13 +8,29 @@ import (
 
 // Validate refuses a spec with a missing or invalid field, naming the
 // field, with an error wrapping ErrInvalidSpec. Backends call it first;
-// it applies no defaults.
+// it applies no defaults. It refuses any Terminal: backends that run
+// terminals call ValidateTerminal instead.
 func (s *ProcessSpec) Validate() error {
+	if s.Terminal != nil {
+		return fmt.Errorf("terminal: not supported by this backend: %w", ErrInvalidSpec)
+	}
+	return s.validate()
+}
+
+// ValidateTerminal is Validate for a backend that runs terminals: a
+// Terminal is checked (size, TERM, stdin open) instead of refused.
+func (s *ProcessSpec) ValidateTerminal() error {
+	if s.Terminal != nil {
+		if err := s.Terminal.check(s.Stdin.Mode); err != nil {
+			return err
+		}
+	}
+	return s.validate()
+}
+
+func (s *ProcessSpec) validate() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf(format+": %w", append(a, ErrInvalidSpec)...)
-	}
-	if s.Terminal != nil {
-		return bad("terminal: not supported yet")
 	}
 	if len(s.Argv) == 0 {
 		return bad("argv: empty")

@@ -47,6 +47,9 @@ func sample(i int) Process {
 	if i%4 == 3 {
 		p.Args, p.Stdin, p.Overflow, p.Backend.Lifetime = nil, StdinClosed, DropOldest, LifetimeHandle
 	}
+	if i%6 == 5 {
+		p.Terminal = &Terminal{Rows: uint16(24 + i%10), Cols: 80, Term: "xterm-256color", Resizes: []Resize{{At: int64(i), Rows: 30, Cols: 100}}}
+	}
 	at := t0.Add(time.Minute)
 	switch i % 5 {
 	case 1:

@@ -37,6 +37,22 @@ type procV1 struct {
 	Exit                *exitV1  `json:"exit"`
 	Reason              string   `json:"reason"`
 	SealedID            []byte   `json:"sealed_id"`
+	// Terminal is omitted for a pipe process, so the records of pipe
+	// processes are byte for byte those of builds before terminals.
+	Terminal *termV1 `json:"terminal,omitempty"`
+}
+
+type termV1 struct {
+	Rows    uint16     `json:"rows"`
+	Cols    uint16     `json:"cols"`
+	Term    string     `json:"term"`
+	Resizes []resizeV1 `json:"resizes,omitempty"`
+}
+
+type resizeV1 struct {
+	At   int64  `json:"at"`
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
 }
 
 type exitV1 struct {
@@ -105,6 +121,12 @@ func toProcV1(p Process) procV1 {
 	if e := p.Exit; e != nil {
 		w.Exit = &exitV1{Code: e.Code, Signal: e.Signal, KilledFor: e.KilledFor, AtNS: unixNS(e.At)}
 	}
+	if t := p.Terminal; t != nil {
+		w.Terminal = &termV1{Rows: t.Rows, Cols: t.Cols, Term: t.Term}
+		for _, z := range t.Resizes {
+			w.Terminal.Resizes = append(w.Terminal.Resizes, resizeV1(z))
+		}
+	}
 	return w
 }
 
@@ -122,6 +144,12 @@ func fromProcV1(w procV1) Process {
 	}
 	if e := w.Exit; e != nil {
 		p.Exit = &Exit{Code: e.Code, Signal: e.Signal, KilledFor: e.KilledFor, At: fromNS(e.AtNS)}
+	}
+	if t := w.Terminal; t != nil {
+		p.Terminal = &Terminal{Rows: t.Rows, Cols: t.Cols, Term: t.Term}
+		for _, z := range t.Resizes {
+			p.Terminal.Resizes = append(p.Terminal.Resizes, Resize(z))
+		}
 	}
 	return p
 }
@@ -162,6 +190,11 @@ func validateProcess(p Process) error {
 	}
 	if err := validString("backend", p.Backend.Name, 1); err != nil {
 		return err
+	}
+	if t := p.Terminal; t != nil {
+		if err := validString("terminal term", t.Term, 1); err != nil {
+			return err
+		}
 	}
 	if len(p.SealedID) > maxSealedID {
 		return fmt.Errorf("sealed id is %d bytes (max %d)", len(p.SealedID), maxSealedID)
@@ -243,6 +276,29 @@ func validNumbers(p Process) error {
 	}
 	if e := p.Exit; e != nil && e.Code != nil && e.Signal != nil {
 		return fmt.Errorf("exit has both a code (%d) and a signal (%d)", *e.Code, *e.Signal)
+	}
+	if t := p.Terminal; t != nil {
+		return validTerminal(t)
+	}
+	return nil
+}
+
+// validTerminal: sizes in 1..1000, a TERM, at most MaxResizes resizes
+// at non-decreasing offsets.
+func validTerminal(t *Terminal) error {
+	bad := func(r, c uint16) bool { return r < 1 || r > 1000 || c < 1 || c > 1000 }
+	if bad(t.Rows, t.Cols) || t.Term == "" {
+		return fmt.Errorf("terminal %dx%d term %q: size not in 1..1000 or no TERM", t.Rows, t.Cols, t.Term)
+	}
+	if len(t.Resizes) > MaxResizes {
+		return fmt.Errorf("terminal: %d resizes (max %d)", len(t.Resizes), MaxResizes)
+	}
+	last := int64(0)
+	for i, z := range t.Resizes {
+		if bad(z.Rows, z.Cols) || z.At < last {
+			return fmt.Errorf("terminal resize %d (%dx%d at %d): size not in 1..1000 or offset before the previous one", i, z.Rows, z.Cols, z.At)
+		}
+		last = z.At
 	}
 	return nil
 }

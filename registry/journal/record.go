@@ -61,7 +61,28 @@ type Process struct {
 	// processes in lists and events again while no file holds an ID in
 	// plaintext. Opaque here; nil for none.
 	SealedID []byte
+	// Terminal is the process's PTY (its current size and TERM), so a
+	// restarted daemon rebuilds its screen; nil: pipes.
+	Terminal *Terminal
 }
+
+// Terminal is a terminal process's window: its size at spawn (rows and
+// cols 1..1000), TERM, and the resizes since, in output order, so a
+// replay of the output log resizes the screen where the live one did.
+type Terminal struct {
+	Rows, Cols uint16
+	Term       string
+	Resizes    []Resize
+}
+
+// Resize is one window change: from output offset At on, Rows x Cols.
+type Resize struct {
+	At         int64
+	Rows, Cols uint16
+}
+
+// MaxResizes bounds a terminal's resize history (the oldest go first).
+const MaxResizes = 64
 
 // BackendRef is sandbox.Ref in plain fields.
 type BackendRef struct {

@@ -309,8 +309,17 @@ func (b *Backend) Args(spec sandbox.ProcessSpec) ([]string, error) {
 		fsArgs = append(fsArgs, wsStep.args...)
 	}
 	args := append([]string{"--die-with-parent"}, b.unshare(spec.Isolation.Network)...)
+	if spec.Terminal == nil {
+		// --new-session (setsid) keeps a sandboxed program from pushing
+		// input into a controlling terminal it shares with the host
+		// (TIOCSTI). A terminal process keeps its session instead: the
+		// local backend made it a new session whose controlling tty is the
+		// process's own PTY, never the daemon's, so TIOCSTI reaches only the
+		// program's own input; setsid here would drop that tty (no job
+		// control, no C-c).
+		args = append(args, "--new-session")
+	}
 	args = append(args,
-		"--new-session",
 		"--ro-bind", "/", "/",
 		"--dev", "/dev",
 		"--proc", "/proc",
@@ -451,6 +460,17 @@ type handle struct {
 	sandbox.Handle
 	r *record
 }
+
+// Resize implements sandbox.Resizer: the local backend's PTY.
+func (h *handle) Resize(rows, cols uint16) error {
+	r, ok := h.Handle.(sandbox.Resizer)
+	if !ok {
+		return fmt.Errorf("resize %s: %w", h.Ref().ID, sandbox.ErrNoTerminal)
+	}
+	return r.Resize(rows, cols)
+}
+
+var _ sandbox.Resizer = (*handle)(nil)
 
 func (h *handle) exited() bool {
 	select {

@@ -139,7 +139,7 @@ func (b *Backend) Running(ctx context.Context) bool {
 // as by any backend, although the keeper keeps the spill files in its own
 // directory rather than spec.Output.SpillDir.
 func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.Handle, error) {
-	if err := spec.Validate(); err != nil {
+	if err := spec.ValidateTerminal(); err != nil { // the keeper's backend is local
 		return nil, err
 	}
 	c, err := b.client(ctx)

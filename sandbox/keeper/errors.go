@@ -89,6 +89,7 @@ var codes = []struct {
 	{"limits_unsupported", sandbox.ErrLimitsUnsupported},
 	{"boundary_escape", sandbox.ErrBoundaryEscape},
 	{"not_detachable", sandbox.ErrNotDetachable},
+	{"no_terminal", sandbox.ErrNoTerminal},
 	{"spill", sandbox.ErrSpill},
 	{"spawn", sandbox.ErrSpawn},
 	{"shutting_down", ErrShuttingDown},

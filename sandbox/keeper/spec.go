@@ -48,6 +48,7 @@ type wireLimits struct {
 type wireTerminal struct {
 	Rows uint16 `json:"rows"`
 	Cols uint16 `json:"cols"`
+	Term string `json:"term"`
 }
 
 type wireIsolation struct {
@@ -70,6 +71,7 @@ func specToWire(s sandbox.ProcessSpec) (wireSpec, error) {
 		{"argv", s.Argv}, {"env", s.Env},
 		{"cwd", []string{s.Cwd}}, {"output.spill-dir", []string{s.Output.SpillDir}},
 		{"isolation", []string{s.Isolation.Workspace, s.Isolation.Profile}}, {"label", []string{s.Label}},
+		{"terminal.term", []string{termOf(s.Terminal)}},
 	}
 	for _, f := range fields {
 		if err := checkUTF8(f.name, f.ss...); err != nil {
@@ -86,7 +88,7 @@ func specToWire(s sandbox.ProcessSpec) (wireSpec, error) {
 		Label:     s.Label,
 	}
 	if s.Terminal != nil {
-		w.Terminal = &wireTerminal{Rows: s.Terminal.Rows, Cols: s.Terminal.Cols}
+		w.Terminal = &wireTerminal{Rows: s.Terminal.Rows, Cols: s.Terminal.Cols, Term: s.Terminal.Term}
 	}
 	return w, nil
 }
@@ -111,7 +113,7 @@ func (w wireSpec) spec() (sandbox.ProcessSpec, error) {
 		return s, fmt.Errorf("output.overflow %q: %w", w.Output.Overflow, sandbox.ErrInvalidSpec)
 	}
 	if w.Terminal != nil {
-		s.Terminal = &sandbox.TerminalSpec{Rows: w.Terminal.Rows, Cols: w.Terminal.Cols}
+		s.Terminal = &sandbox.TerminalSpec{Rows: w.Terminal.Rows, Cols: w.Terminal.Cols, Term: w.Terminal.Term}
 	}
 	return s, nil
 }

@@ -21,7 +21,7 @@ func TestSpecWireCoversEveryField(t *testing.T) {
 		Grace:     3 * time.Second,
 		Drain:     4 * time.Millisecond,
 		Limits:    sandbox.Limits{MemoryBytes: 5, CPUTime: 6 * time.Second, Pids: 7, OpenFiles: 8},
-		Terminal:  &sandbox.TerminalSpec{Rows: 9, Cols: 10},
+		Terminal:  &sandbox.TerminalSpec{Rows: 9, Cols: 10, Term: "xterm"},
 		Isolation: sandbox.IsolationSpec{Workspace: "/ws", Network: true, Profile: "p"},
 		Label:     "l",
 	}

@@ -34,6 +34,9 @@ type proc struct {
 	stdout     *sandbox.OutputLog
 	stderr     *sandbox.OutputLog
 	spillDir   *sandbox.SpillDir // nil without spill
+	// master is the PTY master the pump reads (terminal.go), nil without
+	// a terminal; Resize's descriptor, closed by the pump.
+	master *os.File
 
 	pumpsDone chan struct{}
 	stopPumps chan struct{}
@@ -65,7 +68,7 @@ var _ sandbox.Handle = (*proc)(nil)
 
 // Start implements sandbox.Backend.
 func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.Handle, error) {
-	if err := spec.Validate(); err != nil {
+	if err := spec.ValidateTerminal(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -73,6 +76,11 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 	}
 	spec.Argv = append([]string(nil), spec.Argv...)
 	spec.Env = append([]string(nil), spec.Env...)
+	if t := spec.Terminal; t != nil {
+		tc := *t
+		spec.Terminal = &tc
+		spec.Env = withTerm(spec.Env, tc.Term)
+	}
 	argv, err := b.execArgv(spec)
 	if err != nil {
 		return nil, err
@@ -132,7 +140,11 @@ func (p *proc) start(argv []string) (err error) {
 	if err := p.setupLogs(s); err != nil {
 		return err
 	}
-	if err := p.setupPipes(s); err != nil {
+	setup := p.setupPipes
+	if p.spec.Terminal != nil {
+		setup = p.setupTerminal
+	}
+	if err := setup(s); err != nil {
 		return err
 	}
 	if err := p.setupExec(s); err != nil {

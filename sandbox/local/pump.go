@@ -17,7 +17,14 @@ import (
 // drain bound stops it (stopPumps).
 
 // startPumps starts the two pumps; pumpsDone closes when both returned.
+// A terminal (errR nil) has one stream: stderr's log is closed at once.
 func (p *proc) startPumps(outR, errR *os.File) {
+	if errR == nil {
+		p.readers, p.pumpsLeft = []*os.File{outR}, 1
+		p.stderr.CloseWrite()
+		go p.pump(outR, p.stdout)
+		return
+	}
 	p.readers = []*os.File{outR, errR}
 	p.pumpsLeft = 2
 	go p.pump(outR, p.stdout)

@@ -221,7 +221,8 @@ func (p *proc) helperFlags() []string {
 	return flags
 }
 
-// fork starts the root in its own session, born into the v2 leaf where
+// fork starts the root in its own session (a terminal's slave its
+// controlling tty), born into the v2 leaf where
 // there is one (clone3 CLONE_INTO_CGROUP), with a pidfd.
 func (p *proc) fork(s *spawn) error {
 	pidfd := -1
@@ -231,6 +232,8 @@ func (p *proc) fork(s *spawn) error {
 		Files: s.files,
 		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
 	}
+	// A terminal's slave (fd 0) becomes the new session's controlling tty.
+	attr.Sys.Setctty = p.spec.Terminal != nil
 	if p.group != nil {
 		fd, err := p.group.FD()
 		if err != nil {

@@ -63,6 +63,8 @@ type Screen struct {
 	scrollback int
 	// replies ends when the emulator is closed and its reply pipe drained.
 	replies chan struct{}
+	// marks caps grapheme clusters before the emulator sees them (marks.go).
+	marks clusterCap
 }
 
 // NewScreen makes a screen of the given size.
@@ -115,14 +117,19 @@ func (s *Screen) pumpReplies(reply func([]byte)) {
 }
 
 // Write feeds the emulator bytes the application wrote. It never fails
-// on content: any byte sequence is rendered or ignored.
+// on content: any byte sequence is rendered or ignored (runes past
+// MaxClusterRunes in one cluster are dropped). It reports all of p
+// written.
 func (s *Screen) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return 0, io.ErrClosedPipe
 	}
-	return s.emu.Write(p)
+	if _, err := s.emu.Write(s.marks.filter(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 // Resize changes the emulator's size (the PTY's is the backend's).

@@ -2,6 +2,7 @@ package terminal
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"strings"
@@ -237,4 +238,25 @@ func FuzzScreen(f *testing.F) {
 		}
 		_ = s.Modes()
 	})
+}
+
+// go test -run '^$' -bench Snapshot ./sandbox/terminal/
+//
+// BenchmarkSnapshot is one snapshot of a full screen (every cell set)
+// with 100 lines of scrollback.
+func BenchmarkSnapshot(b *testing.B) {
+	for _, sz := range [][2]int{{24, 80}, {60, 250}} {
+		b.Run(fmt.Sprintf("%dx%d", sz[1], sz[0]), func(b *testing.B) {
+			s := newScreen(b, sz[0], sz[1], 100, nil)
+			line := strings.Repeat("x", sz[1]-1)
+			for range sz[0] + 100 {
+				s.Write([]byte(line + "\r\n"))
+			}
+			for b.Loop() {
+				if snap := s.Snapshot(100); len(snap.Lines) != sz[0] {
+					b.Fatal(len(snap.Lines))
+				}
+			}
+		})
+	}
 }

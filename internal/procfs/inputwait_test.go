@@ -1,0 +1,63 @@
+//go:build linux
+
+package procfs
+
+import (
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParseSyscall(t *testing.T) {
+	nr, args, ok := ParseSyscall([]byte("270 0x1 0x7ffcae2db7b0 0x0 0x0 0x0 0x0 0x7ffcae2db720 0x7f072db1c954\n"))
+	if !ok || nr != 270 || !slices.Equal(args, []uint64{1, 0x7ffcae2db7b0, 0, 0, 0, 0}) {
+		t.Errorf("pselect6 line: %d %x %v", nr, args, ok)
+	}
+	for _, s := range []string{"running\n", "-1 0x7ffd 0x7f\n", "", "0 0xzz\n"} {
+		if _, _, ok := ParseSyscall([]byte(s)); ok {
+			t.Errorf("%q parsed as a blocked call", s)
+		}
+	}
+}
+
+// A real cat blocked on its stdin pipe is input-wait; a busy loop is not.
+func TestInputWaitRealProcesses(t *testing.T) {
+	cat := exec.Command("cat")
+	w, err := cat.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	for _, c := range []*exec.Cmd{cat, busy} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		w.Close()
+		busy.Process.Kill()
+		cat.Wait()
+		busy.Wait()
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := InputWait(cat.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("cat blocked on its stdin never read as input-wait")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 20 {
+		if ok, _ := InputWait(busy.Process.Pid); ok {
+			t.Fatal("a busy loop read as input-wait")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -287,11 +287,6 @@ func (r *Registry) Shutdown(ctx context.Context) error { return r.shutdown(ctx, 
 // stopped (reason removed).
 func (r *Registry) Detach(ctx context.Context) error { return r.shutdown(ctx, true) }
 
-// keepable says whether p can be left to the next daemon.
-func (r *Registry) keepable(p *proc) bool {
-	return r.jr != nil && p.persistent && p.h != nil && !p.exited && p.h.Ref().Lifetime == sandbox.LifetimeBackend
-}
-
 func (r *Registry) shutdown(ctx context.Context, keep bool) error {
 	r.mu.Lock()
 	if r.closed {

@@ -84,10 +84,19 @@ func TestDurableHammer(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); h.worker(w) }()
 	}
+	finished := false
+	defer func() { // a Fatal: end the workers before the cleanups kill the daemon
+		if !finished {
+			h.aborted.Store(true)
+			h.endWorkers()
+			waitGroupWithin(&wg, 60*time.Second)
+		}
+	}()
 	var first, last keeperCount
 	var ups []string // exec of serve to its first answer, per restart
 	for i := 1; i <= hammerRestarts; i++ {
 		time.Sleep(time.Duration(700+rand.IntN(800)) * time.Millisecond) // the hammering while this daemon serves
+		down := time.Now()
 		if i == 4 || i == 8 {
 			d.cmd.Process.Signal(syscall.SIGTERM)
 			select {
@@ -107,7 +116,9 @@ func TestDurableHammer(t *testing.T) {
 			args = []string{"--on-shutdown", "stop"} // the graceful end stops everything
 		}
 		d = startServe(t, bin, dir, args...)
-		ups = append(ups, awaitServing(t, h.c, d).Round(time.Millisecond).String())
+		stopped := time.Since(down)
+		up := awaitServing(t, h.c, d)
+		ups = append(ups, fmt.Sprintf("%v+%v", stopped.Round(time.Millisecond), up.Round(time.Millisecond)))
 		switch i {
 		case 1:
 			first = h.measureKeeper(dir)
@@ -116,12 +127,13 @@ func TestDurableHammer(t *testing.T) {
 		}
 	}
 	t.Logf("%v: restarts done, keeper measured", time.Since(start).Round(time.Millisecond))
-	close(h.stop)
+	h.endWorkers()
 	if !waitGroupWithin(&wg, 120*time.Second) {
 		t.Fatal("the workers did not finish within 120 s of the last restart")
 	}
+	finished = true
 	t.Logf("after %d restarts in %v: %s", hammerRestarts, time.Since(start).Round(time.Millisecond), h.stats.String())
-	t.Logf("serving again after: %s", strings.Join(ups, " "))
+	t.Logf("per restart, the old serve's end + exec of the new one to its first answer: %s", strings.Join(ups, " "))
 	t.Logf("keeper after restart 1: %+v; after restart %d: %+v", first, hammerRestarts, last)
 	if t.Failed() {
 		return
@@ -179,7 +191,10 @@ type hammer struct {
 	t    *testing.T
 	c    *api.Client
 	mark string
-	stop chan struct{}
+	stop chan struct{} // closed by endWorkers: the workers finish up
+	// aborted: the test is ending early; retries give up at once.
+	aborted atomic.Bool
+	stopped sync.Once
 	// gate: every call holds it shared; a measurement holds it alone,
 	// so the keeper is measured with no call in flight.
 	gate sync.RWMutex
@@ -211,6 +226,8 @@ func (h *hammer) fail(format string, args ...any) {
 		h.t.Errorf(format, args...)
 	}
 }
+
+func (h *hammer) endWorkers() { h.stopped.Do(func() { close(h.stop) }) }
 
 func (h *hammer) live() bool {
 	select {
@@ -303,14 +320,14 @@ func (h *hammer) call(capsule, tool, principal string, in any) (m map[string]any
 // retry calls until the answer is not transient, bounded; ok is false
 // when the bound passed (a failure) or a wrong answer was recorded.
 func (h *hammer) retry(capsule, tool, principal string, in any) (m map[string]any, code string, ok bool) {
-	for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && h.fails.Load() == 0; {
+	for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && h.fails.Load() == 0 && !h.aborted.Load(); {
 		m, code, tr := h.call(capsule, tool, principal, in)
 		if !tr {
 			return m, code, code != "failed"
 		}
 		time.Sleep(50 * time.Millisecond) // the daemon is restarting: pace the retries
 	}
-	if h.fails.Load() == 0 {
+	if h.fails.Load() == 0 && !h.aborted.Load() {
 		h.fail("%s %s as %s: no daemon answered within 90 s", capsule, tool, principal)
 	}
 	return nil, "", false
@@ -483,7 +500,7 @@ func (h *hammer) counterWorker(w int, p string) {
 
 // kill stops a shell process; a kill cut off is resolved by listing.
 func (h *hammer) kill(p, id string) {
-	for h.fails.Load() == 0 {
+	for h.fails.Load() == 0 && !h.aborted.Load() {
 		m, code, tr := h.call("shell", "kill_process", p, map[string]any{"id": id, "grace_ms": 0})
 		if !tr {
 			if code != "" || m["running"] != false {
@@ -615,7 +632,7 @@ func (h *hammer) catWorker(w int, p string) {
 			want = j
 		}
 	}
-	for end := time.Now().Add(30 * time.Second); f.last < want && h.fails.Load() == 0; time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(30 * time.Second); f.last < want && h.fails.Load() == 0 && !h.aborted.Load(); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(end) {
 			h.fail("cat %s: confirmed write %d never echoed (last %d)", label, want, f.last)
 			return
@@ -897,16 +914,18 @@ type keeperCount struct {
 // per-process descriptors against the live children.
 func (h *hammer) measureKeeper(dir string) keeperCount {
 	h.t.Helper()
+	start := time.Now()
 	h.gate.Lock()
 	defer h.gate.Unlock()
 	var k, prev keeperCount
-	for end := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	for end := start.Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		k = countKeeper(h.t, dir)
 		if k == prev || time.Now().After(end) {
 			break
 		}
 		prev = k
 	}
+	h.t.Logf("keeper measured in %v (calls drained, two equal readings)", time.Since(start).Round(time.Millisecond))
 	// Per live process the keeper holds one pidfd, at most its three
 	// pipe ends (stdin, stdout, stderr) and its cgroup's stat file; a
 	// settled process holds none of them.

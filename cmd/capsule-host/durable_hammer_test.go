@@ -95,7 +95,7 @@ func TestDurableHammer(t *testing.T) {
 	var first, last keeperCount
 	var ups []string // exec of serve to its first answer, per restart
 	for i := 1; i <= hammerRestarts; i++ {
-		time.Sleep(time.Duration(700+rand.IntN(800)) * time.Millisecond) // the hammering while this daemon serves
+		h.serveAWhile()
 		down := time.Now()
 		if i == 4 || i == 8 {
 			d.cmd.Process.Signal(syscall.SIGTERM)
@@ -212,7 +212,7 @@ type hproc struct {
 }
 
 type hammerStats struct {
-	calls, transient, quota, resolvedAdopted, resolvedGone, events, crossChecks atomic.Int64
+	calls, transient, answered, quota, resolvedAdopted, resolvedGone, events, crossChecks atomic.Int64
 }
 
 func (s *hammerStats) String() string {
@@ -225,6 +225,18 @@ func (h *hammer) fail(format string, args ...any) {
 	if h.fails.Add(1) <= 30 {
 		h.t.Errorf(format, args...)
 	}
+}
+
+// serveAWhile lets the daemon serve until it has answered a call per
+// worker (bounded: 30 s), then 0.3-1 s more, before the next kill: on
+// a loaded machine calls are slow, and a fixed window could cut every
+// one of them off.
+func (h *hammer) serveAWhile() {
+	want := h.stats.answered.Load() + hammerWorkers
+	for end := time.Now().Add(30 * time.Second); h.stats.answered.Load() < want && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond) // the hammering while this daemon serves
 }
 
 func (h *hammer) endWorkers() { h.stopped.Do(func() { close(h.stop) }) }
@@ -301,6 +313,7 @@ func (h *hammer) call(capsule, tool, principal string, in any) (m map[string]any
 		h.fail("%s %s as %s: %v (not an error of a restart window)", capsule, tool, principal, err)
 		return nil, "failed", false
 	}
+	h.stats.answered.Add(1)
 	m = map[string]any{}
 	if err := json.Unmarshal(res.Output, &m); err != nil {
 		h.fail("%s %s: output %s", capsule, tool, res.Output)
@@ -320,7 +333,7 @@ func (h *hammer) call(capsule, tool, principal string, in any) (m map[string]any
 // retry calls until the answer is not transient, bounded; ok is false
 // when the bound passed (a failure) or a wrong answer was recorded.
 func (h *hammer) retry(capsule, tool, principal string, in any) (m map[string]any, code string, ok bool) {
-	for end := time.Now().Add(90 * time.Second); time.Now().Before(end) && h.fails.Load() == 0 && !h.aborted.Load(); {
+	for end := time.Now().Add(150 * time.Second); time.Now().Before(end) && h.fails.Load() == 0 && !h.aborted.Load(); {
 		m, code, tr := h.call(capsule, tool, principal, in)
 		if !tr {
 			return m, code, code != "failed"
@@ -328,7 +341,7 @@ func (h *hammer) retry(capsule, tool, principal string, in any) (m map[string]an
 		time.Sleep(50 * time.Millisecond) // the daemon is restarting: pace the retries
 	}
 	if h.fails.Load() == 0 && !h.aborted.Load() {
-		h.fail("%s %s as %s: no daemon answered within 90 s", capsule, tool, principal)
+		h.fail("%s %s as %s: no daemon answered within 150 s", capsule, tool, principal)
 	}
 	return nil, "", false
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -284,8 +285,8 @@ func (h *hammer) label(p string, w, n int) string {
 }
 
 // call makes one tool call. transient is true for the failures a restart
-// window may cause: the daemon unreachable (refused, no socket, answer cut
-// off), shutting-down, cancelled (SIGTERM's grace ended), and a testcap
+// window may cause: the daemon unreachable (refused, no socket, the
+// answer's head or body cut off), shutting-down, cancelled (SIGTERM's grace ended), and a testcap
 // result with the typed error unavailable. Any other failure of the call
 // is a wrong answer. code is a testcap result's error code; for the shell
 // capsule it is "no-such-process" or "tool-error: " and the message (the
@@ -302,6 +303,7 @@ func (h *hammer) call(capsule, tool, principal string, in any) (m map[string]any
 	switch {
 	case err == nil:
 	case errors.Is(err, api.ErrUnreachable),
+		errors.Is(err, io.ErrUnexpectedEOF), // the answer's body cut off by a kill -9
 		errors.As(err, &ae) && (ae.Code == api.CodeShuttingDown || ae.Code == api.CodeCancelled):
 		h.stats.transient.Add(1)
 		return nil, "", true

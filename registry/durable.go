@@ -192,6 +192,16 @@ func (r *Registry) reserveSeqLocked(sc *scope) {
 	sc.nextSeq, sc.seqLimit = max(sc.nextSeq, first), first+seqBlock
 }
 
+// keepable says whether Detach can leave p to the next daemon: a
+// journaled persistent process on a backend whose refs outlive the daemon
+// (the keeper's, OCI's). Exited ones too, until they are released: a
+// kill -9 leaves their record, exit and output to the next daemon, and a
+// graceful keep must not lose more than a crash (RFC §16), or an ID the
+// guest holds would point nowhere after an upgrade.
+func (r *Registry) keepable(p *proc) bool {
+	return r.jr != nil && p.persistent && p.h != nil && p.h.Ref().Lifetime == sandbox.LifetimeBackend
+}
+
 // AdoptReport is what Adopt found in the journal and the backends.
 type AdoptReport struct {
 	// Running processes re-attached; Exited ones whose exit was known

@@ -284,14 +284,10 @@ func (r *Registry) Shutdown(ctx context.Context) error { return r.shutdown(ctx, 
 // Detach shuts the registry down like Shutdown, except that persistent
 // processes that outlive the daemon (journaled, on a backend whose refs
 // are LifetimeBackend: the keeper's, OCI's) keep running and keep their
-// journal records, for the next daemon's Adopt. Everything else is
+// journal records, for the next daemon's Adopt; exited ones not yet
+// released keep their records too (keepable). Everything else is
 // stopped (reason removed).
 func (r *Registry) Detach(ctx context.Context) error { return r.shutdown(ctx, true) }
-
-// keepable says whether p can be left to the next daemon.
-func (r *Registry) keepable(p *proc) bool {
-	return r.jr != nil && p.persistent && p.h != nil && !p.exited && p.h.Ref().Lifetime == sandbox.LifetimeBackend
-}
 
 func (r *Registry) shutdown(ctx context.Context, keep bool) error {
 	r.mu.Lock()

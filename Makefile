@@ -42,13 +42,14 @@ deps:
 # packages exactly as pinned in each lockfile: jco and componentize-js for
 # the component tests of host/component, the TypeScript MCP SDK and
 # inspector-cli for the MCP tests of cmd/capsule-host. The tests that need
-# them skip, saying so, without them.
+# them skip, saying so, without them. A lockfile newer than what npm last
+# installed (node_modules/.package-lock.json) installs again.
 NPM_DIRS = host/component/testdata/build cmd/capsule-host/testdata/mcp-client
 npm-deps:
 	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; fi
-	@for d in $(NPM_DIRS); do [ -d $$d/node_modules ] || npm ci --no-audit --no-fund --loglevel=error --prefix $$d || exit 1; done
+	@for d in $(NPM_DIRS); do [ $$d/node_modules/.package-lock.json -nt $$d/package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error --prefix $$d || exit 1; done
 
 # mcp-client is npm-deps (the name the MCP tests' skip message gives).
 mcp-client: npm-deps

@@ -26,6 +26,10 @@ func (r *Registry) resolve(ctx context.Context, id string) (*proc, time.Duration
 	k := r.keyOf(id)
 	r.mu.Lock()
 	p := r.byKey[k]
+	if p == nil && !r.closed {
+		r.mu.Unlock()
+		return nil, 0, r.remoteHolder(ctx, o, k)
+	}
 	if p == nil || p.own != o || p.forgotten || r.closed {
 		r.mu.Unlock()
 		return nil, 0, ErrNoSuchProcess

@@ -98,6 +98,7 @@ type proc struct {
 	statsAt     time.Time // wall clock of the last backend read
 	touchedJr   time.Time // the last touch written to the journal
 	detached    bool      // left running for the next daemon (Detach)
+	dirHeld     dirHold   // what it holds in the directory (directory.go)
 }
 
 func (p *proc) log(s Stream) sandbox.Log {
@@ -123,6 +124,7 @@ type Registry struct {
 	macKey   [32]byte // blake2b key for cursor tokens
 	sealer   cipher.AEAD
 	jr       *journal.Journal // nil: nothing is durable
+	dir      Directory        // never nil: LocalDirectory by default
 	now      func() time.Time
 	ownState bool // StateDir was created by New and is removed by Shutdown
 
@@ -159,6 +161,9 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.dir = cfg.Directory; r.dir == nil {
+		r.dir = NewLocalDirectory()
 	}
 	if err := r.setKeys(cfg.Keys); err != nil {
 		return nil, err
@@ -438,6 +443,7 @@ func (r *Registry) recordExit(p *proc) {
 	}
 	reason, exitAt := p.reason, p.exitAt
 	r.mu.Unlock()
+	r.dirRelease(p, holdRunning)
 	r.journalExit(p, e, ex, exitAt, reason)
 	if st := p.h.Stdin(); st != nil {
 		st.Close()
@@ -483,6 +489,7 @@ func (r *Registry) forgetLocked(p *proc) {
 
 // cleanup releases the backend's resources of an exited process.
 func (r *Registry) cleanup(p *proc) {
+	r.dirRelease(p, holdRetained|holdPublished)
 	r.journalForget(p)
 	if p.h == nil {
 		return

@@ -47,6 +47,11 @@ type Config struct {
 	Quotas   Quotas
 	Defaults Defaults
 	Logger   *slog.Logger
+
+	// Directory, when set, is where reservations, process records and
+	// the quota counters also live (registry/etcddir: cluster mode); nil:
+	// a LocalDirectory, today's single-node behaviour.
+	Directory Directory
 }
 
 // Keys are the registry's secrets: Hash keys the ID → map-key hash, MAC

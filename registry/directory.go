@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"golang.org/x/crypto/blake2b"
 )
 
 // The directory seam: where the facts that must hold across daemons live
@@ -110,6 +112,16 @@ const (
 	holdAll = holdRunning | holdRetained | holdPublished
 )
 
+// dirKeyOf names id in the directory: keyed with the cluster's key, so
+// every node computes the same name, and never the raw ID.
+func (r *Registry) dirKeyOf(id string) [32]byte {
+	h, _ := blake2b.New256(r.dirHash[:]) // 32-byte key: never fails
+	h.Write([]byte(id))
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
 func dirScope(o owner) DirScope {
 	return DirScope{Capsule: o.capsule, Principal: o.principal, Fallback: o.fallback}
 }
@@ -152,7 +164,7 @@ func (r *Registry) dirPublish(ctx context.Context, p *proc) error {
 	if !p.persistent {
 		return nil
 	}
-	err := r.dir.Publish(ctx, DirProcess{Key: p.key, Owner: dirScope(p.own), Node: r.dir.Node(), Label: p.label})
+	err := r.dir.Publish(ctx, DirProcess{Key: r.dirKeyOf(p.id), Owner: dirScope(p.own), Node: r.dir.Node(), Label: p.label})
 	if err != nil {
 		return fmt.Errorf("%w: publishing the process in the directory: %w", ErrUnavailable, err)
 	}
@@ -187,7 +199,7 @@ func (r *Registry) dirRelease(p *proc, want dirHold) {
 		}
 	}
 	if h&holdPublished != 0 {
-		if err := r.dir.Unpublish(ctx, p.key); err != nil {
+		if err := r.dir.Unpublish(ctx, r.dirKeyOf(p.id)); err != nil {
 			r.log.Warn("directory unpublish failed", append(p.attrs(), "err", err)...)
 		}
 	}
@@ -206,7 +218,7 @@ func (r *Registry) dirAdopt(p *proc) {
 	r.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), dirBound)
 	defer cancel()
-	rec := &DirProcess{Key: p.key, Owner: dirScope(p.own), Node: r.dir.Node(), Label: p.label}
+	rec := &DirProcess{Key: r.dirKeyOf(p.id), Owner: dirScope(p.own), Node: r.dir.Node(), Label: p.label}
 	if err := r.dir.Adopt(ctx, dirScope(p.own), h, rec); err != nil {
 		r.log.Warn("adopted process not counted in the directory", append(p.attrs(), "err", err)...)
 	}
@@ -216,11 +228,11 @@ func (r *Registry) dirAdopt(p *proc) {
 // of the caller held by another node answers ErrUnavailable naming that
 // node (never no-such-process: it exists); anything else stays
 // ErrNoSuchProcess, so other principals learn nothing.
-func (r *Registry) remoteHolder(ctx context.Context, o owner, k procKey) error {
+func (r *Registry) remoteHolder(ctx context.Context, o owner, id string) error {
 	if _, local := r.dir.(*LocalDirectory); local {
 		return ErrNoSuchProcess
 	}
-	rec, err := r.dir.Lookup(ctx, k)
+	rec, err := r.dir.Lookup(ctx, r.dirKeyOf(id))
 	if err != nil && !errors.Is(err, ErrNoSuchProcess) {
 		return err // unreachable (ErrUnavailable) or unreadable (*DirRecordError): not "no such"
 	}

@@ -51,7 +51,7 @@ func TestDirectoryFollowsLifecycle(t *testing.T) {
 	if h := d.Holding(s); h != (DirHolding{Running: 1, Retained: 1}) {
 		t.Fatalf("after spawn %+v", h)
 	}
-	if _, err := d.Lookup(ctx, e.r.keyOf(id)); err != nil {
+	if _, err := d.Lookup(ctx, e.r.dirKeyOf(id)); err != nil {
 		t.Fatalf("record after spawn: %v", err)
 	}
 	if _, err := e.r.Stop(ctx, id, nil); err != nil {
@@ -70,7 +70,7 @@ func TestDirectoryFollowsLifecycle(t *testing.T) {
 	if h := d.Holding(s); h != (DirHolding{}) {
 		t.Fatalf("after release %+v", h)
 	}
-	if _, err := d.Lookup(ctx, e.r.keyOf(id)); !errors.Is(err, ErrNoSuchProcess) {
+	if _, err := d.Lookup(ctx, e.r.dirKeyOf(id)); !errors.Is(err, ErrNoSuchProcess) {
 		t.Fatalf("record after release: %v", err)
 	}
 	if _, err := e.r.Spawn(ctx, e.sh("true")); err != nil {

@@ -28,7 +28,7 @@ func (r *Registry) resolve(ctx context.Context, id string) (*proc, time.Duration
 	p := r.byKey[k]
 	if p == nil && !r.closed {
 		r.mu.Unlock()
-		return nil, 0, r.remoteHolder(ctx, o, k)
+		return nil, 0, r.remoteHolder(ctx, o, id)
 	}
 	if p == nil || p.own != o || p.forgotten || r.closed {
 		r.mu.Unlock()

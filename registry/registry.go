@@ -125,6 +125,7 @@ type Registry struct {
 	sealer   cipher.AEAD
 	jr       *journal.Journal // nil: nothing is durable
 	dir      Directory        // never nil: LocalDirectory by default
+	dirHash  [32]byte         // keys DirProcess.Key (Config.DirectoryKey)
 	now      func() time.Time
 	ownState bool // StateDir was created by New and is removed by Shutdown
 
@@ -167,6 +168,10 @@ func New(cfg Config) (*Registry, error) {
 	}
 	if err := r.setKeys(cfg.Keys); err != nil {
 		return nil, err
+	}
+	r.dirHash = r.hashKey
+	if cfg.DirectoryKey != nil {
+		r.dirHash = *cfg.DirectoryKey
 	}
 	if r.cfg.StateDir == "" {
 		d, err := os.MkdirTemp("", "capsule-registry-")

@@ -52,6 +52,11 @@ type Config struct {
 	// the quota counters also live (registry/etcddir: cluster mode); nil:
 	// a LocalDirectory, today's single-node behaviour.
 	Directory Directory
+	// DirectoryKey keys the hash that names a process in the directory,
+	// the same on every node of a cluster (an ID found through any node);
+	// nil: Keys.Hash. Kept apart from Keys.Hash so a state directory's
+	// journal stays valid when it joins a cluster.
+	DirectoryKey *[32]byte
 }
 
 // Keys are the registry's secrets: Hash keys the ID → map-key hash, MAC

@@ -24,8 +24,8 @@ func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 
 const markerKey = "CAPSULE_ETCDDIR_TEST"
 
-// cluster is n registries of one capsule sharing one etcd and one set of
-// keys (an ID hashes to the same directory key on every node).
+// cluster is n registries of one capsule sharing one etcd and one
+// directory key (an ID names the same record on every node).
 func cluster(t *testing.T, n int) ([]*registry.Registry, string) {
 	t.Helper()
 	c := etcdtest.Start(t, 1)
@@ -33,10 +33,8 @@ func cluster(t *testing.T, n int) ([]*registry.Registry, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys registry.Keys
-	for _, b := range [][]byte{keys.Hash[:], keys.MAC[:], keys.Seal[:]} {
-		rand.Read(b)
-	}
+	var dirKey [32]byte
+	rand.Read(dirKey[:])
 	var mb [6]byte
 	rand.Read(mb[:])
 	marker := hex.EncodeToString(mb[:])
@@ -51,7 +49,7 @@ func cluster(t *testing.T, n int) ([]*registry.Registry, string) {
 		d := open(t, c, string(rune('a'+i)), 0, 0)
 		r, err := registry.New(registry.Config{
 			Backends: map[string]sandbox.Backend{"local": be}, StateDir: t.TempDir(),
-			Keys: &keys, Directory: d,
+			Directory: d, DirectoryKey: &dirKey, // each node its own keys, one directory key
 			Quotas: registry.Quotas{MaxConcurrent: 8, MaxRetained: 32, MaxEntries: 256},
 		})
 		if err != nil {

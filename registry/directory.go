@@ -251,7 +251,7 @@ func (r *Registry) remoteHolder(ctx context.Context, o owner, id string) error {
 type HeldElsewhereError struct{ Node string }
 
 func (e *HeldElsewhereError) Error() string {
-	return fmt.Sprintf("unavailable: the process is held by node %q", e.Node)
+	return fmt.Sprintf("the process is held by node %q, which this node cannot reach", e.Node)
 }
 
 func (e *HeldElsewhereError) Unwrap() error { return ErrUnavailable }

@@ -39,6 +39,7 @@ const (
 	DefaultTTL    = 10 * time.Second
 	defaultPrefix = "/capsule-host/default/"
 	callBound     = 3 * time.Second // one etcd round trip, at most
+	healthBound   = time.Second     // health answers fast, etcd or not
 	casAttempts   = 64              // a reservation's retries under contention
 )
 
@@ -55,6 +56,9 @@ type Config struct {
 	// held: reused when still alive (a restart within the TTL keeps every
 	// record and count), else a new one is granted.
 	LeaseID int64
+	// OnLease, when set, is told every lease the node registers under (the
+	// daemon persists it for LeaseID).
+	OnLease func(id int64)
 	Logger  *slog.Logger
 }
 
@@ -186,9 +190,9 @@ func (d *Dir) Health(ctx context.Context) error {
 	if !d.live.Load() {
 		return fmt.Errorf("%w: node %q has no lease in etcd (re-registering): new spawns are refused", registry.ErrUnavailable, d.node)
 	}
-	cctx, cancel := context.WithTimeout(ctx, callBound)
+	cctx, cancel := context.WithTimeout(ctx, healthBound)
 	defer cancel()
-	if _, err := d.cli.Get(cctx, d.nodeKey(d.node)); err != nil {
+	if _, err := d.cli.Get(cctx, d.nodeKey(d.node), clientv3.WithSerializable()); err != nil {
 		return unavailable("etcd health", err)
 	}
 	return nil

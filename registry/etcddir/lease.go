@@ -30,7 +30,7 @@ func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.Lease
 		}
 		if resp.Succeeded {
 			if ka, err := d.cli.KeepAlive(context.Background(), id); err == nil {
-				d.lease.Store(reuse)
+				d.setLease(reuse)
 				if err := d.loadMine(ctx); err != nil {
 					return nil, err
 				}
@@ -54,7 +54,7 @@ func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.Lease
 		d.cli.Revoke(ctx, g.ID)
 		return nil, fmt.Errorf("%w: node %q is registered by another live node (its lease has not expired)", registry.ErrNodeNameTaken, d.node)
 	}
-	d.lease.Store(int64(g.ID))
+	d.setLease(int64(g.ID))
 	if err := d.rewriteMine(ctx); err != nil {
 		return nil, err
 	}
@@ -186,5 +186,12 @@ func (d *Dir) reregister() <-chan *clientv3.LeaseKeepAliveResponse {
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, d.cfg.TTL)
+	}
+}
+
+func (d *Dir) setLease(id int64) {
+	d.lease.Store(id)
+	if d.cfg.OnLease != nil {
+		d.cfg.OnLease(id)
 	}
 }

@@ -58,6 +58,7 @@ type Runtime struct {
 	Adopted registry.AdoptReport
 
 	durable *durable
+	cluster *cluster // nil outside cluster mode (cluster.go)
 
 	caps *capsuleSet // capsules.go
 }
@@ -102,8 +103,18 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, err
 	}
+	cl, err := openCluster(ctx, cfg, o.Version, lg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			cl.close(context.WithoutCancel(ctx), true)
+		}
+	}()
 	reg, err := openRegistry(cfg, set, func(rc *registry.Config) {
 		rc.Persistent, rc.Journal, rc.Keys = persistent, dur.jr, &dur.keys
+		cl.configure(rc)
 	}, lg)
 	if err != nil {
 		return nil, err
@@ -119,7 +130,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, err
 	}
-	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now(), durable: dur}
+	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now(), durable: dur, cluster: cl}
 	defer func() {
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -310,6 +321,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.Log.Info("persistent processes kept running for the next daemon", "kept", n)
 	} else {
 		rt.Log.Info("persistent processes stopped", "stopped", n)
+	}
+	if err := rt.cluster.close(ctx, keep); err != nil {
+		errs = append(errs, fmt.Errorf("leaving the cluster: %w", err))
 	}
 	if err := rt.durable.close(ctx); err != nil {
 		errs = append(errs, err)

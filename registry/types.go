@@ -57,6 +57,10 @@ type Config struct {
 	// nil: Keys.Hash. Kept apart from Keys.Hash so a state directory's
 	// journal stays valid when it joins a cluster.
 	DirectoryKey *[32]byte
+	// Forwarder, when set, carries a call for a process another node
+	// holds to that node (directory_forward.go); nil: such a call answers
+	// unavailable naming the node.
+	Forwarder Forwarder
 }
 
 // Keys are the registry's secrets: Hash keys the ID → map-key hash, MAC

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"strings"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -21,8 +24,27 @@ import (
 type clusterNode struct {
 	name string
 	dir  string
+	peer string // its node-to-node address
+	bin  string
 	d    *daemonProc
 	c    *api.Client
+}
+
+// restart starts the node's daemon again on its state and config.
+func (n *clusterNode) restart(t *testing.T) {
+	t.Helper()
+	n.d = startServe(t, n.bin, n.dir, "--on-shutdown", "stop")
+	awaitServing(t, n.c, n.d)
+}
+
+func freePeerAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
 
 // startCluster runs one daemon per name on one real etcd, all with the
@@ -46,13 +68,13 @@ func startCluster(t *testing.T, names []string, ttl string) ([]*clusterNode, *et
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		toml := fmt.Sprintf("[quotas]\nmax_concurrent = 8\nmax_retained = 32\n\n[cluster]\nurl = %q\nnode = %q\nkey_file = %q\nlease_ttl = %q\n", ec.URL()+"/e2e", n, key, ttl)
+		peer := freePeerAddr(t)
+		toml := fmt.Sprintf("[quotas]\nmax_concurrent = 8\nmax_retained = 32\n\n[cluster]\nurl = %q\nnode = %q\nkey_file = %q\nlease_ttl = %q\nlisten = %q\n", ec.URL()+"/e2e", n, key, ttl, peer)
 		if err := os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(toml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cn := &clusterNode{name: n, dir: dir, c: api.NewUnix(filepath.Join(dir, "d.sock"))}
-		cn.d = startServe(t, bin, dir, "--on-shutdown", "stop")
-		awaitServing(t, cn.c, cn.d)
+		cn := &clusterNode{name: n, dir: dir, peer: peer, bin: bin, c: api.NewUnix(filepath.Join(dir, "d.sock"))}
+		cn.restart(t)
 		ns = append(ns, cn)
 	}
 	t.Cleanup(func() {
@@ -130,18 +152,80 @@ func TestClusterThreeDaemons(t *testing.T) {
 		t.Fatalf("%d processes alive, want 8", n)
 	}
 	h := holders[0]
-	for i, n := range ns {
+	for _, n := range ns {
 		if _, e := toolErr(t, n.c, "mallory", "read_process_logs", map[string]any{"id": ids[0]}); !isNoSuchProcess(e) {
 			t.Errorf("another principal through %s: %q, want no-such-process", n.name, e)
 		}
-		if i == h {
-			continue
+		if m, e := toolErr(t, n.c, "alice", "read_process_logs", map[string]any{"id": ids[0]}); e != "" || m["running"] != true {
+			t.Errorf("the owner through %s of a process held by %s: %v %q", n.name, ns[h].name, m, e)
 		}
-		if _, e := toolErr(t, n.c, "alice", "read_process_logs", map[string]any{"id": ids[0]}); e == "" || isNoSuchProcess(e) {
-			t.Errorf("the owner through %s of a process held by %s: %q, want unavailable naming it", n.name, ns[h].name, e)
-		} else {
-			t.Logf("through %s: %s", n.name, e)
+	}
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// TestClusterRouting: a process spawned through node A is read with a
+// cursor, written to and stopped through B and C; a forged node-to-node
+// call (wrong token) is refused.
+func TestClusterRouting(t *testing.T) {
+	skipSameBinary(t)
+	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s")
+	a, b, c := ns[0], ns[1], ns[2]
+	m, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "cat # " + mark, "keep_stdin_open": true})
+	if e != "" {
+		t.Fatal(e)
+	}
+	id := m["id"].(string)
+	if _, e := toolErr(t, c.c, "alice", "write_process_stdin", map[string]any{"id": id, "data": "one\n"}); e != "" {
+		t.Fatalf("write through c: %s", e)
+	}
+	var got, cursor string
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(got, "one\n"); time.Sleep(50 * time.Millisecond) {
+		m, e = toolErr(t, b.c, "alice", "read_process_logs", map[string]any{"id": id, "stream": "stdout"})
+		if e != "" || time.Now().After(end) {
+			t.Fatalf("read through b: %v %q", m, e)
 		}
+		got, _ = m["stdout"].(string)
+		cursor, _ = m["cursor"].(string)
+	}
+	if _, e := toolErr(t, b.c, "alice", "write_process_stdin", map[string]any{"id": id, "data": "two\n"}); e != "" {
+		t.Fatalf("write through b: %s", e)
+	}
+	got = ""
+	for end := time.Now().Add(30 * time.Second); got == ""; time.Sleep(50 * time.Millisecond) {
+		m, e = toolErr(t, c.c, "alice", "read_process_logs", map[string]any{"id": id, "stream": "stdout", "cursor": cursor})
+		if e != "" || time.Now().After(end) {
+			t.Fatalf("read from b's cursor through c: %v %q", m, e)
+		}
+		got, _ = m["stdout"].(string)
+	}
+	if got != "two\n" {
+		t.Fatalf("from the cursor through c: %q, want exactly the bytes after it", got)
+	}
+	for _, n := range ns {
+		if _, e := toolErr(t, n.c, "mallory", "write_process_stdin", map[string]any{"id": id, "data": "x"}); !isNoSuchProcess(e) {
+			t.Errorf("mallory writing through %s: %q, want no-such-process", n.name, e)
+		}
+	}
+	if _, e := toolErr(t, b.c, "alice", "kill_process", map[string]any{"id": id, "grace_ms": 0}); e != "" {
+		t.Fatalf("stop through b: %s", e)
+	}
+	if m, e := toolErr(t, c.c, "alice", "read_process_logs", map[string]any{"id": id}); e != "" || m["running"] != false {
+		t.Fatalf("after the stop, through c: %v %q", m, e)
+	}
+	// A forged node-to-node call: the right shape, a wrong token.
+	body := fmt.Sprintf(`{"op":"stop","caller":{"Capsule":"shell","Principal":"alice"},"id":%q}`, id)
+	req, _ := http.NewRequest("POST", "http://"+a.peer+"/v1/peer/call", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer forged")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("forged call: HTTP %d, want 401", resp.StatusCode)
 	}
 	for _, n := range ns {
 		endServe(t, n.d)

@@ -3,6 +3,7 @@ package etcddir
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -83,3 +84,22 @@ func (d *Dir) Nodes(ctx context.Context) ([]NodeRecord, error) {
 }
 
 var _ registry.Directory = (*Dir)(nil)
+
+// NodeAddress is where a live node is reached; ErrUnavailable naming it
+// when it is not registered (its lease expired).
+func (d *Dir) NodeAddress(ctx context.Context, node string) (string, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	resp, err := d.cli.Get(ctx, d.nodeKey(node))
+	if err != nil {
+		return "", unavailable("node address", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", fmt.Errorf("%w: node %q is not registered", registry.ErrUnavailable, node)
+	}
+	var n NodeRecord
+	if err := decode(resp.Kvs[0].Key, resp.Kvs[0].Value, &n); err != nil {
+		return "", err
+	}
+	return n.Address, nil
+}

@@ -38,6 +38,7 @@ type cluster struct {
 	dir    *etcddir.Dir
 	dirKey [32]byte // keys the directory's process names (Config.DirectoryKey)
 	token  string   // the node-to-node bearer token, the same on every node
+	peers  *peers   // nil without [cluster] listen: nothing is forwarded
 	log    *slog.Logger
 }
 
@@ -110,7 +111,13 @@ func openCluster(ctx context.Context, cfg *config.Config, version string, lg *sl
 	if err != nil {
 		return nil, fmt.Errorf("joining cluster %s as node %q: %w", cc.URL, node, err)
 	}
-	lg.Info("cluster mode: joined", "cluster", cc.URL, "node", node, "advertise", adv)
+	if cc.Listen != "" {
+		if c.peers, err = newPeers(c.dir, c.token, cc.Listen); err != nil {
+			c.dir.Close()
+			return nil, err
+		}
+	}
+	lg.Info("cluster mode: joined", "cluster", cc.URL, "node", node, "advertise", adv, "forwarding", c.peers != nil)
 	return c, nil
 }
 
@@ -120,6 +127,24 @@ func (c *cluster) configure(rc *registry.Config) {
 		return
 	}
 	rc.Directory, rc.DirectoryKey = c.dir, &c.dirKey
+	if c.peers != nil {
+		rc.Forwarder = c.peers
+	}
+}
+
+// serve starts answering forwarded calls (once the registry has adopted
+// what it holds).
+func (c *cluster) serve(reg *registry.Registry) {
+	if c != nil && c.peers != nil {
+		c.peers.serve(reg, c.log)
+	}
+}
+
+// stopPeers ends the node-to-node listener, before the registry closes.
+func (c *cluster) stopPeers(ctx context.Context) {
+	if c != nil && c.peers != nil {
+		c.peers.stop(ctx)
+	}
 }
 
 // close leaves the cluster: with no process held any more (stop) the
@@ -129,6 +154,7 @@ func (c *cluster) close(ctx context.Context, held bool) error {
 	if c == nil {
 		return nil
 	}
+	c.stopPeers(ctx) // idempotent: a failed start has not stopped them
 	var errs []error
 	if !held {
 		if err := c.dir.Revoke(ctx); err != nil {

@@ -146,6 +146,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if rt.Adopted, err = reg.Adopt(ctx); err != nil {
 		return nil, err
 	}
+	cl.serve(reg)
 	return rt, nil
 }
 
@@ -307,6 +308,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.Log.Info("shutting down", "on_shutdown", rt.Config.Processes.OnShutdown, "running", n, "retained", len(live))
 	var errs []error
+	rt.cluster.stopPeers(ctx)
 	if err := rt.Host.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("closing the host: %w", err))
 	}

@@ -10,9 +10,10 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,6 +227,69 @@ func TestClusterRouting(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("forged call: HTTP %d, want 401", resp.StatusCode)
+	}
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// TestClusterFaults: kill -9 node B: its process answers unavailable
+// naming b through A (never no-such-process) while A's own process is
+// untouched; B restarts on its state and its process is reachable again
+// with gapless output. Then etcd stops: A's process keeps serving, a new
+// spawn is unavailable and health says degraded; etcd returns and spawns
+// work again.
+func TestClusterFaults(t *testing.T) {
+	skipSameBinary(t)
+	ns, ec, mark := startCluster(t, []string{"a", "b"}, "10s")
+	a, b := ns[0], ns[1]
+	counter := fmt.Sprintf(`i=0; while true; do i=$((i+1)); echo "%s $i"; sleep 0.2; done`, mark)
+	spawn := func(n *clusterNode) string {
+		m, e := toolErr(t, n.c, "alice", "spawn_background_process", map[string]any{"command": counter})
+		if e != "" {
+			t.Fatalf("spawn through %s: %s", n.name, e)
+		}
+		return m["id"].(string)
+	}
+	idA, idB := spawn(a), spawn(b)
+	b.d.cmd.Process.Signal(syscall.SIGKILL)
+	<-b.d.exited
+	_, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idB})
+	if e == "" || isNoSuchProcess(e) || !strings.Contains(e, `node "b"`) {
+		t.Fatalf("b's process through a with b down: %q, want unavailable naming b", e)
+	}
+	if _, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idA}); e != "" {
+		t.Fatalf("a's own process with b down: %s", e)
+	}
+	b.restart(t)
+	text := readAllLogs(t, a.c, "alice", idB)
+	if last := counterLines(t, "b's process through a after b's restart", mark, text, 1); last < 2 {
+		t.Fatalf("b's process counted to %d", last)
+	}
+
+	ec.Kill(ec.Members[0])
+	if m, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idA}); e != "" || m["running"] != true {
+		t.Fatalf("a's own process with etcd down: %v %q", m, e)
+	}
+	if _, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark}); e == "" || !strings.Contains(e, "unavailable") {
+		t.Fatalf("spawn with etcd down: %q, want unavailable", e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	h, err := a.c.Health(ctx)
+	cancel()
+	if err != nil || !strings.HasPrefix(h.Cluster, "degraded") {
+		t.Fatalf("health with etcd down: %+v %v", h, err)
+	}
+	ec.Restart(ec.Members[0])
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
+		if e == "" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("spawn 60 s after etcd returned: %s", e)
+		}
 	}
 	for _, n := range ns {
 		endServe(t, n.d)

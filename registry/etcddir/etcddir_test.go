@@ -14,7 +14,7 @@ import (
 
 var scope = registry.DirScope{Capsule: "shell", Principal: "alice"}
 
-func open(t *testing.T, c *etcdtest.Cluster, node string, ttl time.Duration, lease int64) *Dir {
+func open(t testing.TB, c *etcdtest.Cluster, node string, ttl time.Duration, lease int64) *Dir {
 	t.Helper()
 	d, err := Open(etcdtest.Context(t, 20*time.Second), Config{Endpoints: c.Endpoints(), Prefix: "/t/" + t.Name() + "/", Node: node, Address: "127.0.0.1:1", Capacity: 8, Version: "test", TTL: ttl, LeaseID: lease})
 	if err != nil {
@@ -29,7 +29,7 @@ func res(persistent bool) registry.DirReservation {
 }
 
 // total reads the scope's cluster-wide counts from etcd.
-func total(t *testing.T, d *Dir) registry.DirHolding {
+func total(t testing.TB, d *Dir) registry.DirHolding {
 	t.Helper()
 	st, err := d.fetchScope(etcdtest.Context(t, 10*time.Second), scopeKey(scope))
 	if err != nil {

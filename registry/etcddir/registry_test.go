@@ -26,7 +26,7 @@ const markerKey = "CAPSULE_ETCDDIR_TEST"
 
 // cluster is n registries of one capsule sharing one etcd and one
 // directory key (an ID names the same record on every node).
-func cluster(t *testing.T, n int) ([]*registry.Registry, string) {
+func cluster(t testing.TB, n int, single bool) ([]*registry.Registry, string) {
 	t.Helper()
 	c := etcdtest.Start(t, 1)
 	be, err := local.New(local.Options{NoCgroups: true})
@@ -46,7 +46,10 @@ func cluster(t *testing.T, n int) ([]*registry.Registry, string) {
 	})
 	var regs []*registry.Registry
 	for i := range n {
-		d := open(t, c, string(rune('a'+i)), 0, 0)
+		var d registry.Directory = registry.NewLocalDirectory()
+		if !single {
+			d = open(t, c, string(rune('a'+i)), 0, 0)
+		}
 		r, err := registry.New(registry.Config{
 			Backends: map[string]sandbox.Backend{"local": be}, StateDir: t.TempDir(),
 			Directory: d, DirectoryKey: &dirKey, // each node its own keys, one directory key
@@ -84,7 +87,7 @@ func sleeper(marker string) registry.SpawnRequest {
 // ErrQuota, and exactly 8 processes exist. A process is found through the
 // other nodes as held by its node; another principal gets no-such-process.
 func TestClusterQuota(t *testing.T) {
-	regs, marker := cluster(t, 3)
+	regs, marker := cluster(t, 3, false)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var ids []string
@@ -136,6 +139,31 @@ func TestClusterQuota(t *testing.T) {
 	}
 	if _, err := other.SpawnPersistent(ctx, sleeper(marker), registry.PersistOptions{}); err != nil {
 		t.Fatalf("spawn after a release elsewhere: %v", err)
+	}
+}
+
+// BenchmarkSpawnEtcd is a persistent spawn, stop and release with the
+// etcd directory (reservation, publication, releases), against
+// BenchmarkSpawnLocal with the single-node one: the ratio is cluster
+// mode's spawn overhead.
+func BenchmarkSpawnEtcd(b *testing.B)  { benchSpawn(b, false) }
+func BenchmarkSpawnLocal(b *testing.B) { benchSpawn(b, true) }
+
+func benchSpawn(b *testing.B, single bool) {
+	regs, marker := cluster(b, 1, single)
+	ctx := as("alice")
+	req := registry.SpawnRequest{Cmd: "/bin/sh", Args: []string{"-c", "exit 0"}, Env: []registry.EnvVar{{Key: markerKey, Value: marker}}}
+	for b.Loop() {
+		id, err := regs[0].SpawnPersistent(ctx, req, registry.PersistOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := regs[0].Wait(ctx, id, 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+		if err := regs[0].Release(ctx, id); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

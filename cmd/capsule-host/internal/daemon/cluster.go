@@ -167,6 +167,14 @@ func (c *cluster) close(ctx context.Context, held bool) error {
 	return errors.Join(errs...)
 }
 
+// closeIfFailed leaves the cluster when the start failed (*err set),
+// keeping the lease: the start ended no process.
+func (c *cluster) closeIfFailed(ctx context.Context, err *error) {
+	if *err != nil {
+		c.close(context.WithoutCancel(ctx), true)
+	}
+}
+
 // health is "" outside cluster mode, else "ok (node N)" or why new
 // spawns are refused.
 func (c *cluster) health(ctx context.Context) string {

@@ -107,11 +107,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			cl.close(context.WithoutCancel(ctx), true)
-		}
-	}()
+	defer cl.closeIfFailed(ctx, &err)
 	reg, err := openRegistry(cfg, set, func(rc *registry.Config) {
 		rc.Persistent, rc.Journal, rc.Keys = persistent, dur.jr, &dur.keys
 		cl.configure(rc)

@@ -64,6 +64,14 @@ func startCluster(t *testing.T, names []string, ttl string) ([]*clusterNode, *et
 	mark := fmt.Sprintf("cluster-%d", time.Now().UnixNano())
 	t.Cleanup(func() { stopMarked(t, mark) })
 	var ns []*clusterNode
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range ns {
+				b, _ := os.ReadFile(filepath.Join(n.dir, "daemon.log"))
+				t.Logf("daemon %s log:\n%s", n.name, b)
+			}
+		}
+	})
 	for _, n := range names {
 		dir := filepath.Join(root, n)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -78,14 +86,6 @@ func startCluster(t *testing.T, names []string, ttl string) ([]*clusterNode, *et
 		cn.restart(t)
 		ns = append(ns, cn)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range ns {
-				b, _ := os.ReadFile(filepath.Join(n.dir, "daemon.log"))
-				t.Logf("daemon %s log:\n%s", n.name, b)
-			}
-		}
-	})
 	return ns, ec, mark
 }
 

@@ -10,8 +10,8 @@ GO    ?= go
 # Debian packages the tests drive for real: the OCI runtime, bubblewrap, the
 # busybox the OCI tests build their rootfs from, wat2wasm for WAT fixtures,
 # and gcc with a static libc for the OCI container init (sandbox/oci/init).
-APT_PACKAGES := runc bubblewrap busybox-static wabt gcc libc6-dev
-APT_COMMANDS := runc bwrap busybox wat2wasm gcc
+APT_PACKAGES := runc bubblewrap busybox-static wabt gcc libc6-dev etcd-server
+APT_COMMANDS := runc bwrap busybox wat2wasm gcc etcd
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/... ./capsules/internal/e2e/...
 TEST_TIMEOUT ?= 30m
 

@@ -384,6 +384,7 @@ func (r *Registry) publishAdopted(p *proc) {
 	r.all[p] = struct{}{}
 	r.workers.Add(1)
 	r.mu.Unlock()
+	r.dirAdopt(p)
 	go r.watch(p)
 }
 

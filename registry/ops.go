@@ -26,6 +26,10 @@ func (r *Registry) resolve(ctx context.Context, id string) (*proc, time.Duration
 	k := r.keyOf(id)
 	r.mu.Lock()
 	p := r.byKey[k]
+	if p == nil && !r.closed {
+		r.mu.Unlock()
+		return nil, 0, r.remoteHolder(ctx, o, id)
+	}
 	if p == nil || p.own != o || p.forgotten || r.closed {
 		r.mu.Unlock()
 		return nil, 0, ErrNoSuchProcess
@@ -170,7 +174,7 @@ func (r *Registry) List(ctx context.Context, labelFilter *string) ([]Info, error
 func (r *Registry) Status(ctx context.Context, id string) (Info, error) {
 	p, idle, err := r.resolve(ctx, id)
 	if err != nil {
-		return Info{}, err
+		return forwardAs[Info](ctx, r, err, RemoteCall{Op: OpStatus, ID: id})
 	}
 	return r.info(p, idle, false), nil
 }
@@ -196,7 +200,7 @@ func (r *Registry) StatusMany(ctx context.Context, ids []string) ([]Info, error)
 func (r *Registry) ReadSince(ctx context.Context, id string, s Stream, cursor *string, max uint32) (LogChunk, error) {
 	p, _, err := r.resolve(ctx, id)
 	if err != nil {
-		return LogChunk{}, err
+		return forwardAs[LogChunk](ctx, r, err, RemoteCall{Op: OpReadSince, ID: id, Stream: s, Cursor: cursor, Max: max})
 	}
 	return r.readSince(p, s, cursor, max)
 }
@@ -273,7 +277,7 @@ func (r *Registry) readLogs(p *proc) (Logs, error) {
 func (r *Registry) WriteStdin(ctx context.Context, id string, data []byte) (int, error) {
 	p, _, err := r.resolve(ctx, id)
 	if err != nil {
-		return 0, err
+		return forwardAs[int](ctx, r, err, RemoteCall{Op: OpWriteStdin, ID: id, Data: data})
 	}
 	return r.writeStdin(ctx, p, data)
 }
@@ -338,6 +342,7 @@ func (r *Registry) writeStdin(ctx context.Context, p *proc, data []byte) (int, e
 func (r *Registry) CloseStdin(ctx context.Context, id string) error {
 	p, _, err := r.resolve(ctx, id)
 	if err != nil {
+		_, err = forwardAs[struct{}](ctx, r, err, RemoteCall{Op: OpCloseStdin, ID: id})
 		return err
 	}
 	return r.closeStdin(p)
@@ -356,6 +361,7 @@ func (r *Registry) closeStdin(p *proc) error {
 func (r *Registry) Signal(ctx context.Context, id string, s Signal) error {
 	p, _, err := r.resolve(ctx, id)
 	if err != nil {
+		_, err = forwardAs[struct{}](ctx, r, err, RemoteCall{Op: OpSignal, ID: id, Signal: s})
 		return err
 	}
 	return r.signal(ctx, p, s)
@@ -397,7 +403,7 @@ func (r *Registry) exitOf(p *proc) Exit {
 func (r *Registry) Wait(ctx context.Context, id string, timeout time.Duration) (Exit, error) {
 	p, _, err := r.resolve(ctx, id)
 	if err != nil {
-		return Exit{}, err
+		return forwardAs[Exit](ctx, r, err, RemoteCall{Op: OpWait, ID: id, Timeout: timeout})
 	}
 	return r.wait(ctx, p, timeout)
 }
@@ -427,7 +433,7 @@ func (r *Registry) wait(ctx context.Context, p *proc, timeout time.Duration) (Ex
 func (r *Registry) Stop(ctx context.Context, id string, grace *time.Duration) (Exit, error) {
 	p, _, err := r.resolve(ctx, id)
 	if err != nil {
-		return Exit{}, err
+		return forwardAs[Exit](ctx, r, err, RemoteCall{Op: OpStop, ID: id, Grace: grace})
 	}
 	return r.stop(ctx, p, grace)
 }
@@ -467,6 +473,10 @@ func (r *Registry) Release(ctx context.Context, id string) error {
 		r.mu.Unlock()
 		if ok && t.own == o {
 			return nil
+		}
+		if p == nil && !ok {
+			_, err := forwardAs[struct{}](ctx, r, r.remoteHolder(ctx, o, id), RemoteCall{Op: OpRelease, ID: id})
+			return err
 		}
 		return ErrNoSuchProcess
 	}

@@ -99,6 +99,7 @@ type proc struct {
 	statsAt     time.Time // wall clock of the last backend read
 	touchedJr   time.Time // the last touch written to the journal
 	detached    bool      // left running for the next daemon (Detach)
+	dirHeld     dirHold   // what it holds in the directory (directory.go)
 }
 
 func (p *proc) log(s Stream) sandbox.Log {
@@ -124,6 +125,8 @@ type Registry struct {
 	macKey   [32]byte // blake2b key for cursor tokens
 	sealer   cipher.AEAD
 	jr       *journal.Journal // nil: nothing is durable
+	dir      Directory        // never nil: LocalDirectory by default
+	dirHash  [32]byte         // keys DirProcess.Key (Config.DirectoryKey)
 	now      func() time.Time
 	ownState bool // StateDir was created by New and is removed by Shutdown
 
@@ -161,8 +164,15 @@ func New(cfg Config) (*Registry, error) {
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
+	if r.dir = cfg.Directory; r.dir == nil {
+		r.dir = NewLocalDirectory()
+	}
 	if err := r.setKeys(cfg.Keys); err != nil {
 		return nil, err
+	}
+	r.dirHash = r.hashKey
+	if cfg.DirectoryKey != nil {
+		r.dirHash = *cfg.DirectoryKey
 	}
 	if r.cfg.StateDir == "" {
 		d, err := os.MkdirTemp("", "capsule-registry-")
@@ -435,6 +445,7 @@ func (r *Registry) recordExit(p *proc) {
 	}
 	reason, exitAt := p.reason, p.exitAt
 	r.mu.Unlock()
+	r.dirRelease(p, holdRunning)
 	r.journalExit(p, e, ex, exitAt, reason)
 	if st := p.h.Stdin(); st != nil {
 		st.Close()
@@ -480,6 +491,7 @@ func (r *Registry) forgetLocked(p *proc) {
 
 // cleanup releases the backend's resources of an exited process.
 func (r *Registry) cleanup(p *proc) {
+	r.dirRelease(p, holdRetained|holdPublished)
 	r.journalForget(p)
 	if p.h == nil {
 		return

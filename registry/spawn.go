@@ -485,6 +485,7 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 		r.mu.Lock()
 		r.unreserveLocked(p)
 		r.mu.Unlock()
+		r.dirRelease(p, holdAll)
 		err = mapSandboxErr("spawn "+pr.command, err)
 		r.log.Info("spawn failed", append(p.attrs(), "cmd", pr.spec.Argv[0], "err", err)...)
 		return err
@@ -493,6 +494,11 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 	if err := r.journalSpawn(p, pr, h.Ref(), now); err != nil {
 		r.abandon(p, h)
 		r.log.Warn("spawn not journaled: process killed", append(p.attrs(), "err", err)...)
+		return err
+	}
+	if err := r.dirPublish(ctx, p); err != nil {
+		r.abandon(p, h)
+		r.log.Warn("spawn not published in the directory: process killed", append(p.attrs(), "err", err)...)
 		return err
 	}
 	p.term = r.startTerminal(p, h, pr.spec.Terminal, nil, false) // before p is published
@@ -525,6 +531,7 @@ func (r *Registry) abandon(p *proc, h sandbox.Handle) {
 	r.unreserveLocked(p)
 	p.h = h
 	r.mu.Unlock()
+	r.dirRelease(p, holdAll)
 	fctx, cancel := context.WithTimeout(context.Background(), forceTerminateBound+r.cfg.Defaults.Drain)
 	h.Terminate(fctx, sandbox.Force)
 	cancel()
@@ -594,7 +601,7 @@ func (r *Registry) Spawn(ctx context.Context, req SpawnRequest) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
-	p, err := r.reserve(o, pr)
+	p, err := r.reserveIn(ctx, o, pr)
 	if err != nil {
 		return Result{}, err
 	}
@@ -659,7 +666,7 @@ func (r *Registry) SpawnBackground(ctx context.Context, req SpawnRequest) (*Hand
 	if err != nil {
 		return nil, err
 	}
-	p, err := r.reserve(o, pr)
+	p, err := r.reserveIn(ctx, o, pr)
 	if err != nil {
 		return nil, err
 	}
@@ -681,7 +688,7 @@ func (r *Registry) SpawnPersistent(ctx context.Context, req SpawnRequest, o Pers
 	if err != nil {
 		return "", err
 	}
-	p, err := r.reserve(own, pr)
+	p, err := r.reserveIn(ctx, own, pr)
 	if err != nil {
 		return "", err
 	}

@@ -47,6 +47,20 @@ type Config struct {
 	Quotas   Quotas
 	Defaults Defaults
 	Logger   *slog.Logger
+
+	// Directory, when set, is where reservations, process records and
+	// the quota counters also live (registry/etcddir: cluster mode); nil:
+	// a LocalDirectory, today's single-node behaviour.
+	Directory Directory
+	// DirectoryKey keys the hash that names a process in the directory,
+	// the same on every node of a cluster (an ID found through any node);
+	// nil: Keys.Hash. Kept apart from Keys.Hash so a state directory's
+	// journal stays valid when it joins a cluster.
+	DirectoryKey *[32]byte
+	// Forwarder, when set, carries a call for a process another node
+	// holds to that node (directory_forward.go); nil: such a call answers
+	// unavailable naming the node.
+	Forwarder Forwarder
 }
 
 // Keys are the registry's secrets: Hash keys the ID → map-key hash, MAC

@@ -46,6 +46,7 @@ Either way it logs each one, removes the socket, and exits 0.`,
 			fs.StringVar(&o.stateDir, "state-dir", "", "state `dir` (overrides the config's state_dir)")
 			fs.StringVar(&o.onShutdown, "on-shutdown", "", "`keep` or stop persistent processes when serve stops (overrides [processes] on_shutdown)")
 			fs.BoolVar(&o.salvage, "salvage-journal", false, "start on a damaged journal: keep the file aside and every record that can be read")
+			o.cluster.register(fs)
 		},
 		run: runServe,
 	})
@@ -62,6 +63,7 @@ func runServe(e *env, o *opts, _ []string) error {
 	if e.g.socket != "" {
 		cfg.Socket = e.g.socket
 	}
+	o.cluster.apply(cfg)
 	if o.onShutdown != "" {
 		if o.onShutdown != config.OnShutdownKeep && o.onShutdown != config.OnShutdownStop {
 			return &usageError{msg: fmt.Sprintf("--on-shutdown %q: want keep or stop", o.onShutdown)}

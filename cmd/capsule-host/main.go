@@ -121,6 +121,7 @@ type opts struct {
 	// serve
 	onShutdown string
 	salvage    bool
+	cluster    clusterFlags // cmd_nodes.go
 }
 
 var commands []*command
@@ -285,7 +286,7 @@ func printUsage(w io.Writer) {
 		names []string
 	}{
 		{"Daemon", []string{"serve"}},
-		{"Client (talk to the daemon)", []string{"call", "capsules", "reload", "tools", "ps", "inspect", "logs", "stop", "mcp"}},
+		{"Client (talk to the daemon)", []string{"call", "capsules", "reload", "tools", "ps", "inspect", "logs", "stop", "nodes", "mcp"}},
 		{"Local", []string{"demo", "validate", "pin", "wit", "version", "token"}},
 	}
 	for _, gr := range groups {

@@ -74,6 +74,26 @@ type Config struct {
 	Guests     Guests               `toml:"guests"`
 	Backends   Backends             `toml:"backends"`
 	Profiles   map[string]Profile   `toml:"profiles"`
+	Cluster    Cluster              `toml:"cluster"`
+}
+
+// Cluster is cluster mode (several daemons, one directory in etcd). Off
+// unless URL is set (or serve --cluster).
+type Cluster struct {
+	// URL is etcd://host:port[,host:port...][/cluster-name].
+	URL string `toml:"url"`
+	// Node is this daemon's name in the cluster (default: the hostname).
+	Node string `toml:"node"`
+	// Listen is the node-to-node listener, host:port; Advertise is the
+	// address other nodes dial (default Listen).
+	Listen    string `toml:"listen"`
+	Advertise string `toml:"advertise"`
+	// KeyFile holds the cluster's shared secret (at least 32 bytes): it
+	// keys the directory's process names and the node-to-node token.
+	KeyFile string `toml:"key_file"`
+	// LeaseTTL is how long a dead node's processes answer unavailable
+	// before they are lost (default 10s).
+	LeaseTTL Duration `toml:"lease_ttl"`
 }
 
 // Log configures the daemon's log.

@@ -37,6 +37,10 @@ type Health struct {
 	// Principal is the caller's principal on TCP, "" on the socket
 	// (operator).
 	Principal string `json:"principal,omitempty"`
+	// Cluster is "" outside cluster mode, else "ok (node N)" or
+	// "degraded: ..." (etcd unreachable or the lease lost: new spawns are
+	// refused, held processes keep serving).
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Tool is one tool of a capsule.

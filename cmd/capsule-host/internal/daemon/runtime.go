@@ -58,6 +58,7 @@ type Runtime struct {
 	Adopted registry.AdoptReport
 
 	durable *durable
+	cluster *cluster // nil outside cluster mode (cluster.go)
 
 	caps *capsuleSet // capsules.go
 }
@@ -102,8 +103,14 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, err
 	}
+	cl, err := openCluster(ctx, cfg, o.Version, lg)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.closeIfFailed(ctx, &err)
 	reg, err := openRegistry(cfg, set, func(rc *registry.Config) {
 		rc.Persistent, rc.Journal, rc.Keys = persistent, dur.jr, &dur.keys
+		cl.configure(rc)
 	}, lg)
 	if err != nil {
 		return nil, err
@@ -119,7 +126,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, err
 	}
-	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now(), durable: dur}
+	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now(), durable: dur, cluster: cl}
 	defer func() {
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -135,6 +142,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if rt.Adopted, err = reg.Adopt(ctx); err != nil {
 		return nil, err
 	}
+	cl.serve(reg)
 	return rt, nil
 }
 
@@ -296,6 +304,7 @@ func (rt *Runtime) Close(ctx context.Context) error {
 	}
 	rt.Log.Info("shutting down", "on_shutdown", rt.Config.Processes.OnShutdown, "running", n, "retained", len(live))
 	var errs []error
+	rt.cluster.stopPeers(ctx)
 	if err := rt.Host.Close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("closing the host: %w", err))
 	}
@@ -310,6 +319,9 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.Log.Info("persistent processes kept running for the next daemon", "kept", n)
 	} else {
 		rt.Log.Info("persistent processes stopped", "stopped", n)
+	}
+	if err := rt.cluster.close(ctx, keep); err != nil {
+		errs = append(errs, fmt.Errorf("leaving the cluster: %w", err))
 	}
 	if err := rt.durable.close(ctx); err != nil {
 		errs = append(errs, err)

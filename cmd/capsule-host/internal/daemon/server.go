@@ -140,6 +140,7 @@ func (s *Server) principalFor(tok string) (string, bool) {
 func (s *Server) mux() *http.ServeMux {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /v1/health", s.health)
+	m.HandleFunc("GET /v1/cluster/nodes", s.nodes)
 	m.HandleFunc("GET /v1/capsules", s.capsules)
 	m.HandleFunc("GET /v1/capsules/{name}", s.capsule)
 	m.HandleFunc("POST /v1/reload", s.reload)
@@ -173,6 +174,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		CapsulesFailed: len(s.rt.Failures()),
 		UptimeMS:       time.Since(s.rt.Started).Milliseconds(),
 		Principal:      whoFrom(r).principal,
+		Cluster:        s.rt.cluster.health(r.Context()),
 	})
 }
 

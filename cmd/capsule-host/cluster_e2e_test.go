@@ -1,0 +1,298 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	"github.com/capsule-host/capsule-host/registry/etcddir/etcdtest"
+)
+
+// clusterNode is one daemon of a test cluster.
+type clusterNode struct {
+	name string
+	dir  string
+	peer string // its node-to-node address
+	bin  string
+	d    *daemonProc
+	c    *api.Client
+}
+
+// restart starts the node's daemon again on its state and config.
+func (n *clusterNode) restart(t *testing.T) {
+	t.Helper()
+	n.d = startServe(t, n.bin, n.dir, "--on-shutdown", "stop")
+	awaitServing(t, n.c, n.d)
+}
+
+func freePeerAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startCluster runs one daemon per name on one real etcd, all with the
+// same cluster key, a lease TTL of ttl and the test's quotas.
+func startCluster(t *testing.T, names []string, ttl string) ([]*clusterNode, *etcdtest.Cluster, string) {
+	t.Helper()
+	bin := builtBinary(t)
+	ec := etcdtest.Start(t, 1)
+	root := t.TempDir()
+	var secret [32]byte
+	rand.Read(secret[:])
+	key := filepath.Join(root, "cluster.key")
+	if err := os.WriteFile(key, []byte(hex.EncodeToString(secret[:])), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mark := fmt.Sprintf("cluster-%d", time.Now().UnixNano())
+	t.Cleanup(func() { stopMarked(t, mark) })
+	var ns []*clusterNode
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range ns {
+				b, _ := os.ReadFile(filepath.Join(n.dir, "daemon.log"))
+				t.Logf("daemon %s log:\n%s", n.name, b)
+			}
+		}
+	})
+	for _, n := range names {
+		dir := filepath.Join(root, n)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		peer := freePeerAddr(t)
+		toml := fmt.Sprintf("[quotas]\nmax_concurrent = 8\nmax_retained = 32\n\n[cluster]\nurl = %q\nnode = %q\nkey_file = %q\nlease_ttl = %q\nlisten = %q\n", ec.URL()+"/e2e", n, key, ttl, peer)
+		if err := os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cn := &clusterNode{name: n, dir: dir, peer: peer, bin: bin, c: api.NewUnix(filepath.Join(dir, "d.sock"))}
+		cn.restart(t)
+		ns = append(ns, cn)
+	}
+	return ns, ec, mark
+}
+
+// toolErr calls a shell tool and returns the daemon's error message, ""
+// on success.
+func toolErr(t *testing.T, c *api.Client, principal, tool string, in any) (map[string]any, string) {
+	t.Helper()
+	b, _ := json.Marshal(in)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: tool, Input: b, Principal: principal})
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return nil, ae.Code + ": " + ae.Message
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	m := map[string]any{}
+	json.Unmarshal(res.Output, &m)
+	return m, ""
+}
+
+// TestClusterThreeDaemons: three daemons on one etcd. `nodes` lists them;
+// 100 concurrent spawns spread across the three against a cap of 8 start
+// exactly 8 processes; a process is known on every node (held elsewhere:
+// unavailable naming its node, never no-such-process) and another
+// principal gets no-such-process on every node.
+func TestClusterThreeDaemons(t *testing.T) {
+	skipSameBinary(t)
+	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l, err := ns[0].c.Nodes(ctx)
+	if err != nil || len(l.Nodes) != 3 || l.Nodes[0].Name != "a" || !l.Nodes[0].Self || l.Nodes[2].Name != "c" {
+		t.Fatalf("nodes: %+v %v", l, err)
+	}
+	if h, err := ns[1].c.Health(ctx); err != nil || h.Cluster != "ok (node b)" {
+		t.Fatalf("health: %+v %v", h, err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var ids []string
+	var holders []int
+	var refused []string
+	for i := range 100 {
+		wg.Go(func() {
+			m, e := toolErr(t, ns[i%3].c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
+			mu.Lock()
+			defer mu.Unlock()
+			if e != "" {
+				refused = append(refused, e)
+				return
+			}
+			id, _ := m["id"].(string)
+			ids, holders = append(ids, id), append(holders, i%3)
+		})
+	}
+	wg.Wait()
+	if len(ids) != 8 || len(refused) != 92 {
+		t.Fatalf("%d spawned, %d refused, want 8 and 92; refusals: %q", len(ids), len(refused), refused[:min(3, len(refused))])
+	}
+	t.Logf("a refusal: %s", refused[0])
+	if n := len(shells(withMarker(mark))); n != 8 {
+		t.Fatalf("%d processes alive, want 8", n)
+	}
+	h := holders[0]
+	for _, n := range ns {
+		if _, e := toolErr(t, n.c, "mallory", "read_process_logs", map[string]any{"id": ids[0]}); !isNoSuchProcess(e) {
+			t.Errorf("another principal through %s: %q, want no-such-process", n.name, e)
+		}
+		if m, e := toolErr(t, n.c, "alice", "read_process_logs", map[string]any{"id": ids[0]}); e != "" || m["running"] != true {
+			t.Errorf("the owner through %s of a process held by %s: %v %q", n.name, ns[h].name, m, e)
+		}
+	}
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// TestClusterRouting: a process spawned through node A is read with a
+// cursor, written to and stopped through B and C; a forged node-to-node
+// call (wrong token) is refused.
+func TestClusterRouting(t *testing.T) {
+	skipSameBinary(t)
+	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s")
+	a, b, c := ns[0], ns[1], ns[2]
+	m, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "cat # " + mark, "keep_stdin_open": true})
+	if e != "" {
+		t.Fatal(e)
+	}
+	id := m["id"].(string)
+	if _, e := toolErr(t, c.c, "alice", "write_process_stdin", map[string]any{"id": id, "data": "one\n"}); e != "" {
+		t.Fatalf("write through c: %s", e)
+	}
+	var got, cursor string
+	for end := time.Now().Add(30 * time.Second); !strings.Contains(got, "one\n"); time.Sleep(50 * time.Millisecond) {
+		m, e = toolErr(t, b.c, "alice", "read_process_logs", map[string]any{"id": id, "stream": "stdout"})
+		if e != "" || time.Now().After(end) {
+			t.Fatalf("read through b: %v %q", m, e)
+		}
+		got, _ = m["stdout"].(string)
+		cursor, _ = m["cursor"].(string)
+	}
+	if _, e := toolErr(t, b.c, "alice", "write_process_stdin", map[string]any{"id": id, "data": "two\n"}); e != "" {
+		t.Fatalf("write through b: %s", e)
+	}
+	got = ""
+	for end := time.Now().Add(30 * time.Second); got == ""; time.Sleep(50 * time.Millisecond) {
+		m, e = toolErr(t, c.c, "alice", "read_process_logs", map[string]any{"id": id, "stream": "stdout", "cursor": cursor})
+		if e != "" || time.Now().After(end) {
+			t.Fatalf("read from b's cursor through c: %v %q", m, e)
+		}
+		got, _ = m["stdout"].(string)
+	}
+	if got != "two\n" {
+		t.Fatalf("from the cursor through c: %q, want exactly the bytes after it", got)
+	}
+	for _, n := range ns {
+		if _, e := toolErr(t, n.c, "mallory", "write_process_stdin", map[string]any{"id": id, "data": "x"}); !isNoSuchProcess(e) {
+			t.Errorf("mallory writing through %s: %q, want no-such-process", n.name, e)
+		}
+	}
+	if _, e := toolErr(t, b.c, "alice", "kill_process", map[string]any{"id": id, "grace_ms": 0}); e != "" {
+		t.Fatalf("stop through b: %s", e)
+	}
+	if m, e := toolErr(t, c.c, "alice", "read_process_logs", map[string]any{"id": id}); e != "" || m["running"] != false {
+		t.Fatalf("after the stop, through c: %v %q", m, e)
+	}
+	// A forged node-to-node call: the right shape, a wrong token.
+	body := fmt.Sprintf(`{"op":"stop","caller":{"Capsule":"shell","Principal":"alice"},"id":%q}`, id)
+	req, _ := http.NewRequest("POST", "http://"+a.peer+"/v1/peer/call", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer forged")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("forged call: HTTP %d, want 401", resp.StatusCode)
+	}
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// TestClusterFaults: kill -9 node B: its process answers unavailable
+// naming b through A (never no-such-process) while A's own process is
+// untouched; B restarts on its state and its process is reachable again
+// with gapless output. Then etcd stops: A's process keeps serving, a new
+// spawn is unavailable and health says degraded; etcd returns and spawns
+// work again.
+func TestClusterFaults(t *testing.T) {
+	skipSameBinary(t)
+	ns, ec, mark := startCluster(t, []string{"a", "b"}, "10s")
+	a, b := ns[0], ns[1]
+	counter := fmt.Sprintf(`i=0; while true; do i=$((i+1)); echo "%s $i"; sleep 0.2; done`, mark)
+	spawn := func(n *clusterNode) string {
+		m, e := toolErr(t, n.c, "alice", "spawn_background_process", map[string]any{"command": counter})
+		if e != "" {
+			t.Fatalf("spawn through %s: %s", n.name, e)
+		}
+		return m["id"].(string)
+	}
+	idA, idB := spawn(a), spawn(b)
+	b.d.cmd.Process.Signal(syscall.SIGKILL)
+	<-b.d.exited
+	_, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idB})
+	if e == "" || isNoSuchProcess(e) || !strings.Contains(e, `node "b"`) {
+		t.Fatalf("b's process through a with b down: %q, want unavailable naming b", e)
+	}
+	if _, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idA}); e != "" {
+		t.Fatalf("a's own process with b down: %s", e)
+	}
+	b.restart(t)
+	text := readAllLogs(t, a.c, "alice", idB)
+	if last := counterLines(t, "b's process through a after b's restart", mark, text, 1); last < 2 {
+		t.Fatalf("b's process counted to %d", last)
+	}
+
+	ec.Kill(ec.Members[0])
+	if m, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idA}); e != "" || m["running"] != true {
+		t.Fatalf("a's own process with etcd down: %v %q", m, e)
+	}
+	if _, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark}); e == "" || !strings.Contains(e, "unavailable") {
+		t.Fatalf("spawn with etcd down: %q, want unavailable", e)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	h, err := a.c.Health(ctx)
+	cancel()
+	if err != nil || !strings.HasPrefix(h.Cluster, "degraded") {
+		t.Fatalf("health with etcd down: %+v %v", h, err)
+	}
+	ec.Restart(ec.Members[0])
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
+		if e == "" {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("spawn 60 s after etcd returned: %s", e)
+		}
+	}
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
+}

@@ -1,0 +1,145 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/capsule-host/capsule-host/registry"
+	"github.com/capsule-host/capsule-host/registry/etcddir"
+)
+
+// The node-to-node channel: each node answers POST /v1/peer/call on
+// [cluster] listen for calls the other nodes forward, authenticated by
+// the cluster's pinned token (derived from the shared key file; mutual
+// TLS from an operator CA is the planned upgrade). The holder re-checks
+// the caller's (capsule, principal) by running the call through its own
+// registry as that caller.
+
+const (
+	peerPath      = "/v1/peer/call"
+	peerNodeHdr   = "X-Capsule-Node"
+	peerBodyMax   = 8 << 20 // a stdin write (1 MiB by default) in JSON, with room
+	peerDialBound = 3 * time.Second
+)
+
+// peerAnswer is the holder's answer: a result or a registry error.
+type peerAnswer struct {
+	Result json.RawMessage       `json:"result,omitempty"`
+	Error  *registry.RemoteError `json:"error,omitempty"`
+}
+
+// peers is the forwarding client (registry.Forwarder) and the server.
+type peers struct {
+	dir    *etcddir.Dir
+	token  string
+	node   string
+	client *http.Client
+	ln     net.Listener
+	srv    *http.Server
+}
+
+func newPeers(dir *etcddir.Dir, token, listen string) (*peers, error) {
+	p := &peers{dir: dir, token: token, node: dir.Node(), client: &http.Client{
+		Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: peerDialBound}).DialContext, MaxIdleConnsPerHost: 16},
+	}}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("cluster listener %s: %w", listen, err)
+	}
+	p.ln = ln
+	return p, nil
+}
+
+// Forward sends call to node; any failure to reach it is unavailable
+// naming the node (its processes are not "no such process": they exist).
+func (p *peers) Forward(ctx context.Context, node string, call registry.RemoteCall) (json.RawMessage, error) {
+	addr, err := p.dir.NodeAddress(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(call)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encoding a forwarded call: %v", registry.ErrInternal, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+peerPath, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%w: node %q address %q: %v", registry.ErrUnavailable, node, addr, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.token)
+	req.Header.Set(peerNodeHdr, p.node)
+	resp, err := p.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: forwarding to node %q: %v", registry.ErrCancelled, node, ctx.Err())
+		}
+		return nil, &registry.HeldElsewhereError{Node: node}
+	}
+	defer resp.Body.Close()
+	var a peerAnswer
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%w: node %q refused the forwarded call: HTTP %d", registry.ErrUnavailable, node, resp.StatusCode)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, peerBodyMax)).Decode(&a); err != nil {
+		return nil, fmt.Errorf("%w: node %q answered: %v", registry.ErrUnavailable, node, err)
+	}
+	if a.Error != nil {
+		return nil, registry.DecodeRemoteError(*a.Error, node)
+	}
+	return a.Result, nil
+}
+
+// serve answers forwarded calls with reg until stop.
+func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any) }) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != "POST" || r.URL.Path != peerPath {
+			http.NotFound(w, r)
+			return
+		}
+		tok, _ := bytes.CutPrefix([]byte(r.Header.Get("Authorization")), []byte("Bearer "))
+		if subtle.ConstantTimeCompare(tok, []byte(p.token)) != 1 {
+			lg.Warn("cluster: refused a node-to-node call with a wrong token", "remote", r.RemoteAddr, "claims_node", r.Header.Get(peerNodeHdr))
+			http.Error(w, "wrong cluster token", http.StatusUnauthorized)
+			return
+		}
+		var call registry.RemoteCall
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, peerBodyMax)).Decode(&call); err != nil {
+			http.Error(w, "bad forwarded call", http.StatusBadRequest)
+			return
+		}
+		res, err := reg.ServeRemote(r.Context(), call)
+		a := peerAnswer{Result: res}
+		if err != nil {
+			e := registry.EncodeRemoteError(err)
+			a = peerAnswer{Error: &e}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(a)
+	})
+	p.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	go func() {
+		if err := p.srv.Serve(p.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			lg.Warn("cluster listener failed", "err", err)
+		}
+	}()
+}
+
+// stop closes the listener and waits (bounded by ctx) for forwarded calls
+// in flight.
+func (p *peers) stop(ctx context.Context) {
+	if p.srv == nil {
+		p.ln.Close()
+		return
+	}
+	if err := p.srv.Shutdown(ctx); err != nil {
+		p.srv.Close()
+	}
+	p.client.CloseIdleConnections()
+}

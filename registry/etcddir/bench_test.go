@@ -1,0 +1,74 @@
+package etcddir
+
+import (
+	"context"
+	"testing"
+
+	"github.com/capsule-host/capsule-host/registry"
+	"github.com/capsule-host/capsule-host/registry/etcddir/etcdtest"
+)
+
+// BenchmarkReserveRelease is one spawn's directory cost in cluster mode
+// (a reservation and its release: two gen-CAS transactions on etcd),
+// against BenchmarkLocalReserveRelease, the single-node directory.
+func BenchmarkReserveRelease(b *testing.B) {
+	c := etcdtest.Start(b, 1)
+	d, err := Open(context.Background(), Config{Endpoints: c.Endpoints(), Node: "bench", Prefix: "/bench/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	r := registry.DirReservation{Scope: scope, Persistent: true, MaxConcurrent: 8, MaxRetained: 32}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := d.Reserve(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+		if err := d.Release(ctx, scope, 1, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkLocalReserveRelease(b *testing.B) {
+	d := registry.NewLocalDirectory()
+	ctx := context.Background()
+	r := registry.DirReservation{Scope: scope, Persistent: true, MaxConcurrent: 8, MaxRetained: 32}
+	for b.Loop() {
+		if err := d.Reserve(ctx, r); err != nil {
+			b.Fatal(err)
+		}
+		d.Release(ctx, scope, 1, 1)
+	}
+}
+
+// BenchmarkLookup is directory lookups of a process another node holds
+// (a record read and its node's liveness), in parallel: lookups/s on one
+// node.
+func BenchmarkLookup(b *testing.B) {
+	c := etcdtest.Start(b, 1)
+	ctx := context.Background()
+	d, err := Open(ctx, Config{Endpoints: c.Endpoints(), Node: "bench", Prefix: "/bench/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	o, err := Open(ctx, Config{Endpoints: c.Endpoints(), Node: "other", Prefix: "/bench/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer o.Close()
+	key := [32]byte{7}
+	if err := o.Publish(ctx, registry.DirProcess{Key: key, Owner: scope, Node: "other"}); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if p, err := d.Lookup(ctx, key); err != nil || p.Node != "other" {
+				b.Fatal(p, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,204 @@
+package etcddir
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/capsule-host/capsule-host/registry"
+)
+
+// Reserve takes the slots of r cluster-wide: one transaction conditional
+// on the scope's gen, made before anything starts.
+func (d *Dir) Reserve(ctx context.Context, r registry.DirReservation) error {
+	if !d.live.Load() {
+		return fmt.Errorf("%w: node %q holds no lease in etcd: the quota cannot be checked", registry.ErrUnavailable, d.node)
+	}
+	delta := registry.DirHolding{Running: 1}
+	if r.Persistent {
+		delta.Retained = 1
+	}
+	return d.change(ctx, r.Scope, delta, &r)
+}
+
+// Release returns slots (never below zero). A failed write is kept as a
+// dirty scope and rewritten by the keep-alive loop when etcd answers.
+func (d *Dir) Release(ctx context.Context, s registry.DirScope, running, retained int) error {
+	err := d.change(ctx, s, registry.DirHolding{Running: -running, Retained: -retained}, nil)
+	return err
+}
+
+// Adopt counts a process this node took back, without a cap check.
+func (d *Dir) Adopt(ctx context.Context, s registry.DirScope, h registry.DirHolding, rec *registry.DirProcess) error {
+	if err := d.change(ctx, s, h, nil); err != nil {
+		return err
+	}
+	if rec != nil {
+		return d.Publish(ctx, *rec)
+	}
+	return nil
+}
+
+// change applies delta to this node's count of scope s: with cap (a
+// reservation) the new total is checked first. Serialised per scope on
+// this node; across nodes the gen CAS decides.
+func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.DirHolding, cap *registry.DirReservation) error {
+	sk := scopeKey(s)
+	l := d.scopeLock(sk)
+	l.Lock()
+	defer l.Unlock()
+	d.mu.Lock()
+	st := d.cache[sk]
+	mine := d.mine[sk]
+	d.mu.Unlock()
+	mine.Owner = s
+	next := mine
+	next.Running = max(0, next.Running+delta.Running)
+	next.Retained = max(0, next.Retained+delta.Retained)
+	var err error
+	if cap == nil {
+		d.setMine(sk, next) // a release or an adoption is true at once, whatever etcd says
+	}
+	for range casAttempts {
+		if st == nil {
+			if st, err = d.fetchScope(ctx, sk); err != nil {
+				break
+			}
+		}
+		if cap != nil {
+			if cerr := checkTotal(st, delta, cap); cerr != nil {
+				if !st.fresh {
+					st = nil // counts that expired with a lease may still be cached
+					continue
+				}
+				return cerr
+			}
+		}
+		var ok bool
+		ok, st, err = d.casCount(ctx, sk, st, next)
+		if err != nil {
+			break
+		}
+		if ok {
+			if cap != nil {
+				d.setMine(sk, next)
+			}
+			d.mu.Lock()
+			d.cache[sk] = st
+			delete(d.dirty, sk)
+			d.mu.Unlock()
+			return nil
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("%w: scope contention: %d attempts", registry.ErrUnavailable, casAttempts)
+	}
+	if cap == nil {
+		d.mu.Lock()
+		d.dirty[sk] = true
+		delete(d.cache, sk)
+		d.mu.Unlock()
+	}
+	return err
+}
+
+func checkTotal(st *scopeState, delta registry.DirHolding, cap *registry.DirReservation) error {
+	t := st.total()
+	if t.Running+delta.Running > cap.MaxConcurrent {
+		return fmt.Errorf("%w: %d of %d concurrent processes of this principal are running cluster-wide", registry.ErrQuota, t.Running, cap.MaxConcurrent)
+	}
+	if delta.Retained > 0 && t.Retained+delta.Retained > cap.MaxRetained {
+		return fmt.Errorf("%w: %d of %d retained process IDs of this principal are in use cluster-wide; release exited processes", registry.ErrRegistryFull, t.Retained, cap.MaxRetained)
+	}
+	return nil
+}
+
+func (d *Dir) setMine(sk string, c scopeCount) {
+	d.mu.Lock()
+	if c.Running == 0 && c.Retained == 0 {
+		delete(d.mine, sk)
+	} else {
+		d.mine[sk] = c
+	}
+	d.mu.Unlock()
+}
+
+// casCount writes this node's count of sk if the scope's gen is still
+// st's; otherwise the same round trip returns the fresh state.
+func (d *Dir) casCount(ctx context.Context, sk string, st *scopeState, c scopeCount) (bool, *scopeState, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	put := clientv3.OpDelete(d.countKey(sk, d.node))
+	if c.Running > 0 || c.Retained > 0 {
+		b, _ := json.Marshal(c)
+		put = clientv3.OpPut(d.countKey(sk, d.node), string(b), clientv3.WithLease(clientv3.LeaseID(d.lease.Load())))
+	}
+	resp, err := d.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(d.genKey(sk)), "=", st.genRev)).
+		Then(clientv3.OpPut(d.genKey(sk), ""), put).
+		Else(clientv3.OpGet(d.genKey(sk)), clientv3.OpGet(d.countsKey(sk), clientv3.WithPrefix())).
+		Commit()
+	if err != nil {
+		return false, st, unavailable("reserve", err)
+	}
+	if resp.Succeeded {
+		nst := &scopeState{genRev: resp.Header.Revision, nodes: map[string]registry.DirHolding{}}
+		for n, h := range st.nodes {
+			nst.nodes[n] = h
+		}
+		nst.nodes[d.node] = c.DirHolding
+		return true, nst, nil
+	}
+	gen := resp.Responses[0].GetResponseRange()
+	counts := resp.Responses[1].GetResponseRange()
+	nst, err := d.parseScope(sk, gen.Kvs, counts.Kvs)
+	return false, nst, err
+}
+
+// fetchScope reads a scope's gen and counts.
+func (d *Dir) fetchScope(ctx context.Context, sk string) (*scopeState, error) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	resp, err := d.cli.Txn(ctx).Then(clientv3.OpGet(d.genKey(sk)), clientv3.OpGet(d.countsKey(sk), clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return nil, unavailable("read scope", err)
+	}
+	return d.parseScope(sk, resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs)
+}
+
+func (d *Dir) parseScope(sk string, gen, counts []*mvccpb.KeyValue) (*scopeState, error) {
+	st := &scopeState{nodes: map[string]registry.DirHolding{}, fresh: true}
+	if len(gen) > 0 {
+		st.genRev = gen[0].ModRevision
+	}
+	prefix := d.countsKey(sk)
+	for _, kv := range counts {
+		var c scopeCount
+		if err := decode(kv.Key, kv.Value, &c); err != nil {
+			return nil, err
+		}
+		if c.Running < 0 || c.Retained < 0 {
+			return nil, &registry.DirRecordError{Key: string(kv.Key), Reason: "negative count"}
+		}
+		st.nodes[strings.TrimPrefix(string(kv.Key), prefix)] = c.DirHolding
+	}
+	return st, nil
+}
+
+// decode parses one of our JSON values strictly: anything else under our
+// keys is a DirRecordError naming the key.
+func decode(key, val []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(val)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &registry.DirRecordError{Key: string(key), Reason: err.Error()}
+	}
+	if dec.More() {
+		return &registry.DirRecordError{Key: string(key), Reason: "trailing data"}
+	}
+	return nil
+}

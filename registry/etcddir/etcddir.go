@@ -1,0 +1,257 @@
+// Package etcddir is the cluster directory: registry.Directory on etcd.
+//
+// Layout under the cluster prefix P (default /capsule-host/default/):
+//
+//	P nodes/<node>             node record (address, capacity, version), under the node's lease
+//	P scopes/<sk>/gen          bumped by every change of the scope's counts: the CAS point
+//	P scopes/<sk>/n/<node>     what <node> holds for the scope, under <node>'s lease
+//	P procs/<hex key>          a persistent process: keyed ID hash, owner, node, label
+//
+// <sk> is a hash of (capsule, principal, fallback). A scope's total is the
+// sum of its per-node counts, so a node whose lease expires gives its
+// slots back by itself; a reservation is one transaction that succeeds
+// only if the scope's gen did not move since the counts it checked.
+// Process records carry no lease: a record whose node is gone reads as
+// lost, not as no-such-process.
+package etcddir
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/capsule-host/capsule-host/registry"
+)
+
+// Defaults.
+const (
+	DefaultTTL    = 10 * time.Second
+	defaultPrefix = "/capsule-host/default/"
+	callBound     = 3 * time.Second // one etcd round trip, at most
+	healthBound   = time.Second     // health answers fast, etcd or not
+	casAttempts   = 64              // a reservation's retries under contention
+)
+
+// Config opens a Dir.
+type Config struct {
+	Endpoints []string // client URLs, http://host:port
+	Prefix    string   // key prefix of this cluster; default /capsule-host/default/
+	Node      string   // this node's name: unique among live nodes
+	Address   string   // where other nodes reach this one
+	Capacity  int      // concurrent processes this node accepts (placement)
+	Version   string   // the daemon's version, shown by `nodes`
+	TTL       time.Duration
+	// LeaseID, when not zero, is the lease an earlier run of this node
+	// held: reused when still alive (a restart within the TTL keeps every
+	// record and count), else a new one is granted.
+	LeaseID int64
+	// OnLease, when set, is told every lease the node registers under (the
+	// daemon persists it for LeaseID).
+	OnLease func(id int64)
+	Logger  *slog.Logger
+}
+
+// NodeRecord is one node as the directory holds it.
+type NodeRecord struct {
+	Name     string    `json:"name"`
+	Address  string    `json:"address"`
+	Capacity int       `json:"capacity"`
+	Version  string    `json:"version"`
+	Started  time.Time `json:"started"`
+}
+
+type scopeCount struct {
+	registry.DirHolding
+	Owner registry.DirScope `json:"owner"`
+}
+
+type procValue struct {
+	Owner registry.DirScope `json:"owner"`
+	Node  string            `json:"node"`
+	Label string            `json:"label"`
+}
+
+// scopeState is the last seen state of one scope (a cache: a
+// transaction on a stale one fails and returns the fresh state).
+type scopeState struct {
+	genRev int64
+	nodes  map[string]registry.DirHolding
+	fresh  bool // read from etcd, not derived from our own last write
+}
+
+func (s *scopeState) total() registry.DirHolding {
+	var t registry.DirHolding
+	for _, h := range s.nodes {
+		t.Running += h.Running
+		t.Retained += h.Retained
+	}
+	return t
+}
+
+// Dir is the etcd directory of one node.
+type Dir struct {
+	cfg    Config
+	cli    *clientv3.Client
+	log    *slog.Logger
+	prefix string
+	node   string
+
+	lease atomic.Int64
+	live  atomic.Bool
+	stop  chan struct{}
+	done  chan struct{}
+
+	locks sync.Map // scope key → *sync.Mutex: one CAS in flight per scope on this node
+
+	mu        sync.Mutex
+	cache     map[string]*scopeState
+	mine      map[string]scopeCount // what this node holds: the truth it rewrites after a lost lease
+	dirty     map[string]bool       // scopes whose count in etcd lags mine (a failed release)
+	published map[[32]byte]registry.DirProcess
+}
+
+// ParseURL reads etcd://host:port[,host:port...][/cluster] into client
+// endpoints and the cluster's key prefix.
+func ParseURL(s string) (endpoints []string, prefix string, err error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "etcd" || u.Host == "" {
+		return nil, "", fmt.Errorf("%w: cluster %q: want etcd://host:port[,host:port...][/name]", registry.ErrInvalidInput, s)
+	}
+	for _, h := range strings.Split(u.Host, ",") {
+		if h == "" {
+			return nil, "", fmt.Errorf("%w: cluster %q: empty endpoint", registry.ErrInvalidInput, s)
+		}
+		endpoints = append(endpoints, "http://"+h)
+	}
+	name := strings.Trim(u.Path, "/")
+	if name == "" {
+		name = "default"
+	}
+	if strings.ContainsAny(name, "/ ") {
+		return nil, "", fmt.Errorf("%w: cluster name %q: one path segment", registry.ErrInvalidInput, name)
+	}
+	return endpoints, "/capsule-host/" + name + "/", nil
+}
+
+// Open connects, registers this node under a lease (refusing a name a
+// live node holds) and keeps the lease alive until Close.
+func Open(ctx context.Context, cfg Config) (*Dir, error) {
+	if cfg.Node == "" || strings.ContainsAny(cfg.Node, "/ ") {
+		return nil, fmt.Errorf("%w: node name %q: one non-empty path segment", registry.ErrInvalidInput, cfg.Node)
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = defaultPrefix
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: callBound, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, fmt.Errorf("%w: etcd client: %v", registry.ErrUnavailable, err)
+	}
+	d := &Dir{
+		cfg: cfg, cli: cli, log: cfg.Logger, prefix: cfg.Prefix, node: cfg.Node,
+		stop: make(chan struct{}), done: make(chan struct{}),
+		cache: map[string]*scopeState{}, mine: map[string]scopeCount{}, dirty: map[string]bool{},
+		published: map[[32]byte]registry.DirProcess{},
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	ka, err := d.register(ctx, cfg.LeaseID)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	go d.keepAlive(ka)
+	return d, nil
+}
+
+// Node is this node's name.
+func (d *Dir) Node() string { return d.node }
+
+// LeaseID is the lease the node holds now (the daemon persists it so a
+// restart within the TTL reuses it).
+func (d *Dir) LeaseID() int64 { return d.lease.Load() }
+
+// Health is nil while the node holds its lease and etcd answers.
+func (d *Dir) Health(ctx context.Context) error {
+	if !d.live.Load() {
+		return fmt.Errorf("%w: node %q has no lease in etcd (re-registering): new spawns are refused", registry.ErrUnavailable, d.node)
+	}
+	cctx, cancel := context.WithTimeout(ctx, healthBound)
+	defer cancel()
+	if _, err := d.cli.Get(cctx, d.nodeKey(d.node), clientv3.WithSerializable()); err != nil {
+		return unavailable("etcd health", err)
+	}
+	return nil
+}
+
+// Close stops the keep-alive, revokes nothing (a restart within the TTL
+// re-adopts) and closes the client.
+func (d *Dir) Close() error {
+	select {
+	case <-d.stop:
+	default:
+		close(d.stop)
+	}
+	<-d.done
+	return d.cli.Close()
+}
+
+// Revoke gives up the lease now: this node's counts and record vanish
+// (a clean shutdown that holds no process any more).
+func (d *Dir) Revoke(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, callBound)
+	defer cancel()
+	_, err := d.cli.Revoke(cctx, clientv3.LeaseID(d.lease.Load()))
+	return unavailableIf("revoke lease", err)
+}
+
+func (d *Dir) nodeKey(n string) string      { return d.prefix + "nodes/" + n }
+func (d *Dir) genKey(sk string) string      { return d.prefix + "scopes/" + sk + "/gen" }
+func (d *Dir) countsKey(sk string) string   { return d.prefix + "scopes/" + sk + "/n/" }
+func (d *Dir) procKey(k [32]byte) string    { return d.prefix + "procs/" + hex.EncodeToString(k[:]) }
+func (d *Dir) countKey(sk, n string) string { return d.countsKey(sk) + n }
+
+// scopeKey names a scope in keys without its principal in clear.
+func scopeKey(s registry.DirScope) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%t", s.Capsule, s.Principal, s.Fallback)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func (d *Dir) scopeLock(sk string) *sync.Mutex {
+	m, _ := d.locks.LoadOrStore(sk, &sync.Mutex{})
+	return m.(*sync.Mutex)
+}
+
+func unavailable(what string, err error) error {
+	var re *registry.DirRecordError
+	if errors.As(err, &re) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: etcd: %v", registry.ErrUnavailable, what, err)
+}
+
+func unavailableIf(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return unavailable(what, err)
+}
+
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, callBound)
+}

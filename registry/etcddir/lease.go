@@ -1,0 +1,197 @@
+package etcddir
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/capsule-host/capsule-host/registry"
+)
+
+// register takes the node's name under a lease: the earlier run's lease
+// when it is still alive and still holds the name (a restart within the
+// TTL), else a new lease and the name only if no live node holds it.
+func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*callBound)
+	defer cancel()
+	rec, _ := json.Marshal(NodeRecord{Name: d.node, Address: d.cfg.Address, Capacity: d.cfg.Capacity, Version: d.cfg.Version, Started: time.Now().UTC()})
+	key := d.nodeKey(d.node)
+	if reuse != 0 {
+		id := clientv3.LeaseID(reuse)
+		resp, err := d.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.LeaseValue(key), "=", id)).
+			Then(clientv3.OpPut(key, string(rec), clientv3.WithLease(id))).Commit()
+		if err != nil {
+			return nil, unavailable("register node", err)
+		}
+		if resp.Succeeded {
+			if ka, err := d.cli.KeepAlive(context.Background(), id); err == nil {
+				d.setLease(reuse)
+				if err := d.loadMine(ctx); err != nil {
+					return nil, err
+				}
+				d.live.Store(true)
+				d.log.Info("cluster node re-registered within its lease: records and counts kept", "node", d.node)
+				return ka, nil
+			}
+		}
+	}
+	g, err := d.cli.Grant(ctx, int64(d.cfg.TTL/time.Second))
+	if err != nil {
+		return nil, unavailable("grant lease", err)
+	}
+	resp, err := d.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(rec), clientv3.WithLease(g.ID))).Commit()
+	if err != nil {
+		return nil, unavailable("register node", err)
+	}
+	if !resp.Succeeded {
+		d.cli.Revoke(ctx, g.ID)
+		return nil, fmt.Errorf("%w: node %q is registered by another live node (its lease has not expired)", registry.ErrNodeNameTaken, d.node)
+	}
+	d.setLease(int64(g.ID))
+	if err := d.rewriteMine(ctx); err != nil {
+		return nil, err
+	}
+	ka, err := d.cli.KeepAlive(context.Background(), g.ID)
+	if err != nil {
+		return nil, unavailable("keep lease alive", err)
+	}
+	d.live.Store(true)
+	d.log.Info("cluster node registered", "node", d.node, "lease_ttl", d.cfg.TTL)
+	return ka, nil
+}
+
+// loadMine reads back this node's counts (a restart within the lease):
+// the registry's Adopt then adds nothing twice, because its adoption of
+// each process is counted here again from zero.
+func (d *Dir) loadMine(ctx context.Context) error {
+	resp, err := d.cli.Get(ctx, d.prefix+"scopes/", clientv3.WithPrefix())
+	if err != nil {
+		return unavailable("read counts", err)
+	}
+	suffix := "/n/" + d.node
+	for _, kv := range resp.Kvs {
+		k := string(kv.Key)
+		if !strings.HasSuffix(k, suffix) {
+			continue
+		}
+		var c scopeCount
+		if err := decode(kv.Key, kv.Value, &c); err != nil {
+			return err
+		}
+		// The registry re-adopts every process it still holds and counts
+		// it again: start this node's counts at zero in etcd, now.
+		sk := strings.TrimSuffix(strings.TrimPrefix(k, d.prefix+"scopes/"), suffix)
+		d.mu.Lock()
+		d.mine[sk] = scopeCount{Owner: c.Owner}
+		d.dirty[sk] = true
+		d.mu.Unlock()
+	}
+	return d.flushDirty(ctx)
+}
+
+// rewriteMine writes everything this node holds under its (new) lease:
+// after a lost lease its counts vanished with it, its processes did not.
+func (d *Dir) rewriteMine(ctx context.Context) error {
+	d.mu.Lock()
+	for sk := range d.mine {
+		d.dirty[sk] = true
+	}
+	recs := make([]registry.DirProcess, 0, len(d.published))
+	for _, p := range d.published {
+		recs = append(recs, p)
+	}
+	d.mu.Unlock()
+	if err := d.flushDirty(ctx); err != nil {
+		return err
+	}
+	for _, p := range recs {
+		if err := d.Publish(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushDirty rewrites this node's count of every dirty scope from mine.
+func (d *Dir) flushDirty(ctx context.Context) error {
+	d.mu.Lock()
+	var sks []string
+	for sk := range d.dirty {
+		sks = append(sks, sk)
+	}
+	d.mu.Unlock()
+	for _, sk := range sks {
+		d.mu.Lock()
+		owner := d.mine[sk].Owner
+		d.mu.Unlock()
+		if err := d.change(ctx, owner, registry.DirHolding{}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keepAlive drains the lease's keep-alive channel; when it closes (the
+// lease expired: etcd was unreachable for a TTL, or this node was
+// partitioned) the node stops accepting spawns and re-registers, bounded
+// retries until Close, before it serves spawns again.
+func (d *Dir) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	defer close(d.done)
+	tick := time.NewTicker(d.cfg.TTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case _, ok := <-ka:
+			if ok {
+				continue
+			}
+			d.live.Store(false)
+			d.log.Warn("cluster lease lost: new spawns refused until this node re-registers", "node", d.node)
+			if ka = d.reregister(); ka == nil {
+				return
+			}
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			if err := d.flushDirty(ctx); err != nil {
+				d.log.Warn("cluster counts not yet rewritten", "node", d.node, "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// reregister retries register until it succeeds or Close; nil on Close.
+func (d *Dir) reregister() <-chan *clientv3.LeaseKeepAliveResponse {
+	wait := 200 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*callBound)
+		ka, err := d.register(ctx, 0)
+		cancel()
+		if err == nil {
+			return ka
+		}
+		d.log.Warn("cluster re-registration failed", "node", d.node, "err", err)
+		select {
+		case <-d.stop:
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, d.cfg.TTL)
+	}
+}
+
+func (d *Dir) setLease(id int64) {
+	d.lease.Store(id)
+	if d.cfg.OnLease != nil {
+		d.cfg.OnLease(id)
+	}
+}

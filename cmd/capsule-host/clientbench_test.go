@@ -143,7 +143,8 @@ func (r *clientBench) startDaemon(dir, cfgPath string) {
 	if err != nil {
 		r.b.Fatal(err)
 	}
-	srv := exec.Command(r.bin, "serve", "--socket", r.sock, "--state-dir", filepath.Join(dir, "state"), "--config", cfgPath)
+	stopKeepersAtEnd(r.b, dir)
+	srv := exec.Command(r.bin, "serve", "--socket", r.sock, "--state-dir", filepath.Join(dir, "state"), "--config", cfgPath, "--on-shutdown", "stop")
 	srv.Env, srv.Stdout, srv.Stderr = r.env, logf, logf
 	if err := srv.Start(); err != nil {
 		r.b.Fatal(err)

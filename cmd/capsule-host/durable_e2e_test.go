@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	"github.com/capsule-host/capsule-host/sandbox/keeper"
 )
 
 var (
@@ -74,6 +75,7 @@ func startServe(t testing.TB, bin, dir string, args ...string) *daemonProc {
 		t.Fatal(err)
 	}
 	defer logf.Close()
+	stopKeepersAtEnd(t, dir)
 	cmd := exec.Command(bin, append([]string{"serve", "--socket", filepath.Join(dir, "d.sock"), "--state-dir", filepath.Join(dir, "state"),
 		"--config", filepath.Join(dir, "capsule-host.toml")}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_RUNTIME_DIR="}
@@ -632,6 +634,36 @@ func checkCrashInvariants(t *testing.T, c *api.Client, round int, principals []s
 		}
 	}
 	t.Logf("round %d: %d running before the top-up, all alive, quotas exact", round, want)
+}
+
+var keepersStopped sync.Map // dir → registered
+
+// stopKeepersAtEnd registers, once per dir and before the daemon's own
+// cleanup (so it runs after it), the shutdown of every keeper under dir's
+// state with stop_all: with the keep policy a killed or failed test would
+// otherwise leave keepers and their processes running on the machine.
+func stopKeepersAtEnd(t testing.TB, dir string) {
+	if _, dup := keepersStopped.LoadOrStore(dir, true); dup {
+		return
+	}
+	t.Cleanup(func() {
+		keepersStopped.Delete(dir)
+		dirs, _ := filepath.Glob(filepath.Join(dir, "state", "keeper", "*"))
+		for _, kd := range dirs {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			if c, err := keeper.Dial(ctx, kd); err == nil {
+				if err := c.Shutdown(ctx, true); err != nil {
+					t.Logf("keeper %s: stop_all at the end: %v", kd, err)
+				}
+				select {
+				case <-c.Done():
+				case <-ctx.Done():
+				}
+				c.Close()
+			}
+			cancel()
+		}
+	})
 }
 
 // keeperLock is the lock file (holding the keeper's pid) of the one

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -232,7 +233,13 @@ func (c *Client) send(req request) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if err := writeFrame(c.nc, body, clientWriteTimeout); err != nil {
-		c.fail(err)
+		if errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) {
+			// The keeper closed its end (it shut down). What it sent
+			// before, such as the answer to that shutdown, is still to
+			// be read: readLoop ends the connection at EOF, after it.
+			return fmt.Errorf("keeper %s: %w: %w", req.Op, ErrKeeperGone, err)
+		}
+		c.fail(err) // a timeout mid-frame: the stream is unusable
 		return c.failure()
 	}
 	return nil

@@ -59,6 +59,7 @@ func startAttackDaemon(t *testing.T) *attackDaemon {
 	cfg := config.Default()
 	cfg.SetStateDir(a.state)
 	cfg.Socket = a.sock
+	cfg.Processes.OnShutdown = config.OnShutdownStop // tests leave nothing running
 	cfg.ShutdownGrace = config.Duration(3 * time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	ln, err := ListenSocket(cfg.Socket)

@@ -121,6 +121,8 @@ type opts struct {
 	// serve
 	onShutdown string
 	salvage    bool
+	// new
+	sdk, module string
 }
 
 var commands []*command
@@ -286,7 +288,7 @@ func printUsage(w io.Writer) {
 	}{
 		{"Daemon", []string{"serve"}},
 		{"Client (talk to the daemon)", []string{"call", "capsules", "reload", "tools", "ps", "inspect", "logs", "stop", "mcp"}},
-		{"Local", []string{"demo", "validate", "pin", "wit", "version", "token"}},
+		{"Local", []string{"demo", "new", "validate", "pin", "wit", "version", "token"}},
 	}
 	for _, gr := range groups {
 		fmt.Fprintf(tw, "  %s:\n", gr.title)

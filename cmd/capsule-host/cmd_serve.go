@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host/config"
@@ -37,6 +38,13 @@ capsule fails). SIGHUP, like "capsule-host reload", re-reads the config's
 capsule directories and the bundled set and reloads what changed, keeping
 every process.
 
+--watch (development) polls the capsule directories every --watch-poll
+and reloads a capsule once its manifest or module changed and held still
+for one poll (a rebuild renames the module, then pins the manifest): its
+processes keep running. A rebuild that does not load (a broken module, a
+stale pin) leaves the previous version serving; the error is logged and
+listed by "capsules".
+
 On SIGTERM or SIGINT the daemon stops accepting calls, lets in-flight calls
 finish for shutdown_grace (then cancels them), and then, by
 [processes] on_shutdown (or --on-shutdown): "keep" (default) leaves every
@@ -46,6 +54,8 @@ Either way it logs each one, removes the socket, and exits 0.`,
 			fs.StringVar(&o.stateDir, "state-dir", "", "state `dir` (overrides the config's state_dir)")
 			fs.StringVar(&o.onShutdown, "on-shutdown", "", "`keep` or stop persistent processes when serve stops (overrides [processes] on_shutdown)")
 			fs.BoolVar(&o.salvage, "salvage-journal", false, "start on a damaged journal: keep the file aside and every record that can be read")
+			fs.BoolVar(&o.watch, "watch", false, "development mode: reload a capsule when its directory's manifest or module changes, keeping its processes")
+			fs.DurationVar(&o.watchPoll, "watch-poll", daemon.DefaultWatchPoll, "how often --watch looks at the capsule directories")
 		},
 		run: runServe,
 	})
@@ -96,7 +106,7 @@ func runServe(e *env, o *opts, _ []string) error {
 	defer signal.Stop(hup)
 	reconfig := func() (*config.Config, error) { return loadConfig(e) }
 	rt, err := daemon.Open(e.ctx, cfg, daemon.Options{Engine: e.g.engine, Bundled: bundledFS, Version: binVersion(), Log: lg,
-		Reconfig: reconfig, Hangup: hup, SalvageJournal: o.salvage})
+		Reconfig: reconfig, Hangup: hup, SalvageJournal: o.salvage, Watch: watchPoll(o)})
 	if err != nil {
 		sock.Close()
 		if tcp != nil {
@@ -112,4 +122,12 @@ func pick(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// watchPoll is the watch interval serve passes to the daemon (0: off).
+func watchPoll(o *opts) time.Duration {
+	if !o.watch || o.watchPoll <= 0 {
+		return 0
+	}
+	return o.watchPoll
 }

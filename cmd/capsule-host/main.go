@@ -22,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
 	"github.com/capsule-host/capsule-host/sandbox/reexec"
@@ -121,6 +122,8 @@ type opts struct {
 	// serve
 	onShutdown string
 	salvage    bool
+	watch      bool
+	watchPoll  time.Duration
 	// new
 	sdk, module string
 }

@@ -80,6 +80,8 @@ type capsuleSet struct {
 	bundled  fs.FS
 	reconfig func() (*config.Config, error)
 	hangup   <-chan os.Signal
+	// watchPoll is serve --watch's poll interval (0: no watching).
+	watchPoll time.Duration
 
 	reloadMu sync.Mutex // one reconcile at a time
 	mu       sync.Mutex // guards loaded and failed: listings read them during a reconcile
@@ -111,7 +113,7 @@ type source struct {
 // processes) down with it. Only when every configured capsule fails does
 // Open fail, with all the errors.
 func (rt *Runtime) loadCapsules(ctx context.Context, o Options) error {
-	rt.caps = &capsuleSet{bundled: o.Bundled, reconfig: o.Reconfig, hangup: o.Hangup,
+	rt.caps = &capsuleSet{bundled: o.Bundled, reconfig: o.Reconfig, hangup: o.Hangup, watchPoll: o.Watch,
 		loaded: map[string]loadedCapsule{}, failed: map[string]CapsuleFailure{}}
 	res, err := rt.reconcile(ctx, rt.source(rt.Config), "")
 	if err != nil {

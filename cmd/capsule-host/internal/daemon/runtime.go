@@ -43,6 +43,10 @@ type Options struct {
 	// hang-up during start is neither fatal nor lost); Serve reloads on
 	// each. nil: no signal reload.
 	Hangup <-chan os.Signal
+	// Watch, when positive, is the poll interval of serve --watch: Serve
+	// reloads a capsule whose directory's manifest or module changed
+	// (watch.go). 0: no watching.
+	Watch time.Duration
 }
 
 // Runtime is one host with its registry and backends.

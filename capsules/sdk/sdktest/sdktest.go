@@ -182,4 +182,3 @@ func (c *Capsule) Tools() []string {
 	}
 	return names
 }
-

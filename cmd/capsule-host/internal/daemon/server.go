@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/wit"

@@ -1,0 +1,231 @@
+// Package client is the Go client of the capsule-host daemon and the wire
+// format of its HTTP/JSON API, over a unix socket (NewUnix) or a loopback
+// TCP listener with a bearer token (NewTCP). The daemon, the capsule-host
+// CLI and this client share these types, so they cannot drift: the CLI is
+// built on this package, which makes it the tested path. The API is
+// described for other languages by the OpenAPI document the daemon serves
+// at GET /v1/openapi.json.
+//
+//	c := client.NewUnix("/run/user/1000/capsule-host/capsule-host.sock")
+//	res, err := c.Call(ctx, client.CallRequest{Capsule: "shell", Tool: "run_command", Input: json.RawMessage(`{"command":"echo hi"}`)})
+//	var e *client.Error
+//	if errors.As(err, &e) && e.Code == client.CodeNoSuchProcess { ... }
+//
+// An error answer of the daemon is an *Error carrying one of the stable
+// Code* values; a daemon that cannot be reached is ErrUnreachable.
+//
+// Endpoints (all under /v1):
+//
+//	GET  /v1/health                       Health
+//	GET  /v1/capsules                     CapsuleList
+//	GET  /v1/capsules/{name}              Capsule
+//	POST /v1/reload                       ReloadRequest → ReloadResponse (socket only)
+//	POST /v1/call                         CallRequest → CallResponse
+//	GET  /v1/processes?capsule=&principal= ProcessList
+//	GET  /v1/processes/{id}               Process
+//	GET  /v1/processes/{id}/logs?stream=stdout|stderr&cursor=&max=&follow=1
+//	                                      LogChunk (follow: one JSON LogChunk per line)
+//	POST /v1/processes/{id}/stop          StopRequest → StopResponse
+//
+// Every error is an ErrorResponse with a stable Code.
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Health is the answer of GET /v1/health.
+type Health struct {
+	Status    string   `json:"status"` // "ok" or "shutting-down"
+	Version   string   `json:"version"`
+	Engine    string   `json:"engine"`
+	Contracts []string `json:"contracts"`
+	Capsules  int      `json:"capsules"`
+	// CapsulesFailed counts capsule directories that failed to load or
+	// reload (CapsuleList.Failed).
+	CapsulesFailed int   `json:"capsules_failed,omitempty"`
+	UptimeMS       int64 `json:"uptime_ms"`
+	// Principal is the caller's principal on TCP, "" on the socket
+	// (operator).
+	Principal string `json:"principal,omitempty"`
+}
+
+// Tool is one tool of a capsule.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+}
+
+// Capsule is one loaded capsule and its tools.
+type Capsule struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Tools   []Tool `json:"tools"`
+}
+
+// CapsuleList is the answer of GET /v1/capsules. Failed lists the
+// capsule directories whose last load or reload failed; the daemon serves
+// the others.
+type CapsuleList struct {
+	Capsules []Capsule        `json:"capsules"`
+	Failed   []CapsuleFailure `json:"failed,omitempty"`
+}
+
+// CapsuleFailure is one capsule directory that failed to load.
+type CapsuleFailure struct {
+	// Name is the capsule's name, "" when its manifest could not be read
+	// and no earlier version came from this directory.
+	Name string `json:"name,omitempty"`
+	Dir  string `json:"dir"`
+	// Kind is the error class: missing, manifest, checksum, import,
+	// export, policy, describe, instance, engine, closed, internal.
+	Kind  string `json:"kind"`
+	Error string `json:"error"`
+	// At is when the load was tried (RFC 3339).
+	At string `json:"at"`
+	// Serving is the version that keeps serving in its place ("": none,
+	// the capsule is not served).
+	Serving string `json:"serving,omitempty"`
+}
+
+// ReloadRequest asks the daemon to re-read its capsule directories and
+// the bundled set: every capsule, or only Capsule.
+type ReloadRequest struct {
+	Capsule string `json:"capsule,omitempty"`
+}
+
+// ReloadResponse says what a reload did, by capsule name. A replaced
+// capsule kept its processes; a removed one (no longer configured) had
+// its processes stopped, ProcessesStopped in all. A failed one keeps its
+// previous version serving (Failed[i].Serving).
+type ReloadResponse struct {
+	Added            []string         `json:"added"`
+	Replaced         []string         `json:"replaced"`
+	Unchanged        []string         `json:"unchanged"`
+	Removed          []string         `json:"removed"`
+	Failed           []CapsuleFailure `json:"failed"`
+	ProcessesStopped int              `json:"processes_stopped"`
+}
+
+// CallRequest is a tool call. Input is the tool's JSON input (default
+// {}). Principal is who the call acts for; on TCP it must be empty or the
+// token's principal.
+type CallRequest struct {
+	Capsule   string          `json:"capsule"`
+	Tool      string          `json:"tool"`
+	Input     json.RawMessage `json:"input,omitempty"`
+	Principal string          `json:"principal,omitempty"`
+}
+
+// CallResponse is a successful call. Output is the tool's output: JSON when
+// the tool returned JSON, else a JSON string. Instance is the pooled
+// instance that served the call.
+type CallResponse struct {
+	Output     json.RawMessage `json:"output"`
+	Instance   uint64          `json:"instance"`
+	DurationMS int64           `json:"duration_ms"`
+}
+
+// Exit mirrors the contract's exit-info.
+type Exit struct {
+	Code   *int32 `json:"code,omitempty"`
+	Signal *int32 `json:"signal,omitempty"`
+}
+
+// ExitText renders an exit for people: "exit 0", "signal 15", or "-"
+// for none (still running, or unknown). The daemon's log and the CLI
+// print the same words.
+func ExitText(e *Exit) string {
+	switch {
+	case e == nil:
+		return "-"
+	case e.Signal != nil:
+		return fmt.Sprintf("signal %d", *e.Signal)
+	case e.Code != nil:
+		return fmt.Sprintf("exit %d", *e.Code)
+	}
+	return "-"
+}
+
+// Process is the operator view of one persistent process.
+type Process struct {
+	ID string `json:"id"`
+	// LogID is the short hash the daemon's log uses for this process
+	// (attribute "proc"); logs never carry the ID itself.
+	LogID         string  `json:"log_id"`
+	Capsule       string  `json:"capsule"`
+	Principal     string  `json:"principal"`
+	Label         string  `json:"label,omitempty"`
+	Command       string  `json:"command"`
+	PID           *uint32 `json:"pid,omitempty"`
+	Phase         string  `json:"phase"` // starting, running, exited
+	Exit          *Exit   `json:"exit,omitempty"`
+	Reason        string  `json:"reason,omitempty"` // self-exit, stopped, killed, lifetime, idle, evicted, removed
+	AgeMS         int64   `json:"age_ms"`
+	IdleMS        int64   `json:"idle_ms"`
+	BufferedBytes uint64  `json:"buffered_bytes"`
+	BytesDropped  uint64  `json:"bytes_dropped"`
+	StdinOpen     bool    `json:"stdin_open"`
+	CPUMS         *int64  `json:"cpu_ms,omitempty"`
+	MemPeakBytes  *uint64 `json:"mem_peak_bytes,omitempty"`
+}
+
+// ProcessList is the answer of GET /v1/processes.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}
+
+// LogChunk is a slice of one output stream. Data is base64 in JSON, so
+// output stays byte-faithful. Next is the cursor for the following read.
+type LogChunk struct {
+	Data         []byte `json:"data"`
+	Next         string `json:"next"`
+	BytesDropped uint64 `json:"bytes_dropped"`
+	EOF          bool   `json:"eof"`
+}
+
+// StopRequest asks for a graceful stop: SIGTERM, then SIGKILL after
+// GraceMS (nil: the host default; capped by the host).
+type StopRequest struct {
+	GraceMS *int64 `json:"grace_ms,omitempty"`
+}
+
+// StopResponse carries the exit of the stopped process.
+type StopResponse struct {
+	Exit Exit `json:"exit"`
+}
+
+// Error codes. They are stable: clients switch on them.
+const (
+	CodeInvalidRequest = "invalid-request"
+	CodeUnauthorized   = "unauthorized"
+	CodeForbidden      = "forbidden"
+	CodeNoSuchCapsule  = "no-such-capsule"
+	CodeNoSuchTool     = "no-such-tool"
+	CodeNoSuchProcess  = "no-such-process"
+	CodeToolError      = "tool-error"
+	CodeTimeout        = "timeout"
+	CodeTrap           = "trap"
+	CodeCancelled      = "cancelled"
+	CodeShuttingDown   = "shutting-down"
+	CodeInternal       = "internal"
+	// CodeConfigError (422): a reload could not re-read the host config;
+	// nothing was changed.
+	CodeConfigError = "config-error"
+	// CodeTooManyConnections (429): the client holds as many connections
+	// to the daemon as it may; this one is closed after the answer.
+	CodeTooManyConnections = "too-many-connections"
+)
+
+// ErrorBody is one error.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrorResponse is the body of every non-2xx answer.
+type ErrorResponse struct {
+	Error ErrorBody `json:"error"`
+}

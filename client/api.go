@@ -35,13 +35,23 @@ import (
 	"fmt"
 )
 
-// Health is the answer of GET /v1/health.
+// Health is the answer of GET /v1/health. While the daemon compiles its
+// capsules at start, Status is "loading" with Loading set, and every
+// other route answers 503 with CodeLoading; Client.WaitReady polls until
+// Ready.
 type Health struct {
-	Status    string   `json:"status"` // "ok" or "shutting-down"
-	Version   string   `json:"version"`
-	Engine    string   `json:"engine"`
-	Contracts []string `json:"contracts"`
-	Capsules  int      `json:"capsules"`
+	Status string `json:"status"` // "loading", "ok" or "shutting-down"
+	// Ready: the start finished (capsules loaded, processes re-adopted);
+	// calls are served.
+	Ready bool `json:"ready"`
+	// Loading is the start's progress, while Status is "loading".
+	Loading *LoadProgress `json:"loading,omitempty"`
+	// CapsuleStates is each configured capsule's state, sorted by name.
+	CapsuleStates []CapsuleState `json:"capsule_states,omitempty"`
+	Version       string         `json:"version"`
+	Engine        string         `json:"engine,omitempty"`
+	Contracts     []string       `json:"contracts"`
+	Capsules      int            `json:"capsules"`
 	// CapsulesFailed counts capsule directories that failed to load or
 	// reload (CapsuleList.Failed).
 	CapsulesFailed int   `json:"capsules_failed,omitempty"`
@@ -49,6 +59,26 @@ type Health struct {
 	// Principal is the caller's principal on TCP, "" on the socket
 	// (operator).
 	Principal string `json:"principal,omitempty"`
+}
+
+// LoadProgress counts the capsules the start has finished (loaded or
+// failed) out of those configured.
+type LoadProgress struct {
+	Done  int `json:"done"`
+	Total int `json:"total"`
+}
+
+// CapsuleState is one capsule (or unreadable capsule directory) in health.
+type CapsuleState struct {
+	Name string `json:"name,omitempty"`
+	Dir  string `json:"dir,omitempty"`
+	// State is pending (start only), compiling, ready or failed.
+	State   string `json:"state"`
+	Version string `json:"version,omitempty"`
+	// Error is the last load's error (failed); Serving the version that
+	// keeps serving in its place.
+	Error   string `json:"error,omitempty"`
+	Serving string `json:"serving,omitempty"`
 }
 
 // Tool is one tool of a capsule.
@@ -210,7 +240,10 @@ const (
 	CodeTrap           = "trap"
 	CodeCancelled      = "cancelled"
 	CodeShuttingDown   = "shutting-down"
-	CodeInternal       = "internal"
+	// CodeLoading (503): the daemon is still compiling its capsules at
+	// start; the message says "loading N of M capsules".
+	CodeLoading  = "loading"
+	CodeInternal = "internal"
 	// CodeConfigError (422): a reload could not re-read the host config;
 	// nothing was changed.
 	CodeConfigError = "config-error"

@@ -17,7 +17,8 @@ import (
 // wrong path): the CLI exits 3 for it, and says how to start one.
 var ErrUnreachable = errors.New("capsule-host daemon unreachable")
 
-// Error is an error answer of the daemon.
+// Error is an error answer of the daemon: Status is the HTTP status,
+// Code one of the stable Code* values (switch on it, not on Message).
 type Error struct {
 	Status  int
 	Code    string
@@ -108,6 +109,47 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (io.Re
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
 	return h, c.do(ctx, "GET", "/v1/health", nil, &h)
+}
+
+// waitPoll is how often WaitReady asks.
+const waitPoll = 100 * time.Millisecond
+
+// WaitReady polls Health until the daemon is ready (its start compiled
+// the capsules and re-adopted the processes), for at most timeout: a
+// daemon still loading, or not listening yet, is asked again. Past the
+// bound it returns the last answer's error: a CodeLoading *Error saying
+// how far the start got, or ErrUnreachable.
+func (c *Client) WaitReady(ctx context.Context, timeout time.Duration) (Health, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(waitPoll)
+	defer t.Stop()
+	for {
+		h, err := c.Health(ctx)
+		switch {
+		case err == nil && h.Status != "loading":
+			return h, nil
+		case err == nil:
+			var p LoadProgress
+			if h.Loading != nil {
+				p = *h.Loading
+			}
+			err = &Error{Status: 503, Code: CodeLoading, Message: fmt.Sprintf("still loading %d of %d capsules after waiting %v", p.Done, p.Total, timeout)}
+		case !errors.Is(err, ErrUnreachable):
+			var e *Error
+			if !errors.As(err, &e) || e.Code != CodeLoading {
+				return h, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded && errors.Is(err, ErrUnreachable) {
+				return h, fmt.Errorf("waited %v: %w", timeout, err)
+			}
+			return h, err
+		case <-t.C:
+		}
+	}
 }
 
 // Capsules lists the loaded capsules and their tools.

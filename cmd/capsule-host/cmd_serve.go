@@ -34,7 +34,11 @@ process no record owns is terminated and logged.
 
 A capsule that fails to load is logged and listed by "capsules"; the
 daemon serves the others (it refuses to start only when every configured
-capsule fails). SIGHUP, like "capsule-host reload", re-reads the config's
+capsule fails). While the capsules compile at start (seconds on a cold
+cache) the socket answers already: health says "loading" with the
+progress and each capsule's state, every other request fails with
+"loading N of M capsules" (clients pass --wait DURATION to wait instead),
+and the log shows each capsule as it compiles. SIGHUP, like "capsule-host reload", re-reads the config's
 capsule directories and the bundled set and reloads what changed, keeping
 every process.
 
@@ -105,8 +109,13 @@ func runServe(e *env, o *opts, _ []string) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	reconfig := func() (*config.Config, error) { return loadConfig(e) }
+	// While the capsules compile, clients get "loading N of M capsules"
+	// (or wait with --wait) instead of a connection nobody accepts.
+	progress := &daemon.Progress{}
+	stopLoading := daemon.ServeLoading(progress, binVersion(), lg, sock, tcp)
 	rt, err := daemon.Open(e.ctx, cfg, daemon.Options{Engine: e.g.engine, Bundled: bundledFS, Version: binVersion(), Log: lg,
-		Reconfig: reconfig, Hangup: hup, SalvageJournal: o.salvage, Watch: watchPoll(o)})
+		Reconfig: reconfig, Hangup: hup, SalvageJournal: o.salvage, Watch: watchPoll(o), Progress: progress})
+	stopLoading()
 	if err != nil {
 		sock.Close()
 		if tcp != nil {

@@ -69,6 +69,7 @@ type globals struct {
 	logLevel string
 	engine   string
 	tcp      string
+	wait     time.Duration
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -78,6 +79,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.StringVar(&g.logLevel, "log-level", "", "log `level`: debug, info, warn, error")
 	fs.StringVar(&g.engine, "engine", "", "wasm `engine`: wazero (default) or wasmtime (build with -tags wasmtime)")
+	fs.DurationVar(&g.wait, "wait", 0, "wait up to `duration` for a daemon that is still starting (loading its capsules) instead of failing with \"loading N of M capsules\"")
 	fs.StringVar(&g.tcp, "tcp", "", "reach the daemon's loopback TCP `addr` instead of the socket (token from $CAPSULE_HOST_TOKEN)")
 }
 
@@ -87,6 +89,9 @@ func (g *globals) merge(o *globals) {
 		if *p.src != "" {
 			*p.dst = *p.src
 		}
+	}
+	if o.wait != 0 {
+		g.wait = o.wait
 	}
 	g.json = g.json || o.json
 	g.logJSON = g.logJSON || o.logJSON
@@ -335,7 +340,7 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 		sub.SetOutput(w)
 		sub.PrintDefaults()
 	}
-	fmt.Fprintf(w, "\nGlobal flags (--socket, --json, --config, --log-json, --log-level, --engine, --tcp): see 'capsule-host help'.\n")
+	fmt.Fprintf(w, "\nGlobal flags (--socket, --json, --config, --log-json, --log-level, --engine, --tcp, --wait): see 'capsule-host help'.\n")
 }
 
 // binVersion is the version string: the -X value, else the module version

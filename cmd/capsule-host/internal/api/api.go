@@ -28,6 +28,8 @@ type (
 	Error          = client.Error
 	Client         = client.Client
 	LogQuery       = client.LogQuery
+	LoadProgress   = client.LoadProgress
+	CapsuleState   = client.CapsuleState
 )
 
 // Error codes (see package client).
@@ -43,6 +45,7 @@ const (
 	CodeTrap               = client.CodeTrap
 	CodeCancelled          = client.CodeCancelled
 	CodeShuttingDown       = client.CodeShuttingDown
+	CodeLoading            = client.CodeLoading
 	CodeInternal           = client.CodeInternal
 	CodeConfigError        = client.CodeConfigError
 	CodeTooManyConnections = client.CodeTooManyConnections

@@ -47,6 +47,9 @@ type Options struct {
 	// reloads a capsule whose directory's manifest or module changed
 	// (watch.go). 0: no watching.
 	Watch time.Duration
+	// Progress receives the start's progress and each capsule's state
+	// (health); give the same one to ServeLoading. nil: Open makes one.
+	Progress *Progress
 }
 
 // Runtime is one host with its registry and backends.
@@ -64,6 +67,8 @@ type Runtime struct {
 	durable *durable
 
 	caps *capsuleSet // capsules.go
+	// Progress is the readiness and each capsule's state (health).
+	Progress *Progress
 }
 
 // Open builds the runtime and loads every capsule: the bundled ones (when
@@ -123,7 +128,10 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, err
 	}
-	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now(), durable: dur}
+	if o.Progress == nil {
+		o.Progress = &Progress{}
+	}
+	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now(), durable: dur, Progress: o.Progress}
 	defer func() {
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -139,6 +147,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if rt.Adopted, err = reg.Adopt(ctx); err != nil {
 		return nil, err
 	}
+	rt.Progress.setReady()
 	return rt, nil
 }
 

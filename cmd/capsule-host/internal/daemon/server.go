@@ -160,20 +160,28 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if s.isDraining() {
 		st = "shutting-down"
 	}
-	var contracts []string
-	for _, p := range wit.Packages() {
-		contracts = append(contracts, p.ID())
-	}
+	ready, _, _, states := s.rt.Progress.Snapshot()
 	writeJSON(w, http.StatusOK, api.Health{
 		Status:         st,
+		Ready:          ready,
+		CapsuleStates:  states,
 		Version:        s.rt.Version,
 		Engine:         s.rt.Engine,
-		Contracts:      contracts,
+		Contracts:      contracts(),
 		Capsules:       len(s.rt.Host.Capsules()),
 		CapsulesFailed: len(s.rt.Failures()),
 		UptimeMS:       time.Since(s.rt.Started).Milliseconds(),
 		Principal:      whoFrom(r).principal,
 	})
+}
+
+// contracts is the contract packages this binary serves.
+func contracts() []string {
+	var out []string
+	for _, p := range wit.Packages() {
+		out = append(out, p.ID())
+	}
+	return out
 }
 
 func (s *Server) capsules(w http.ResponseWriter, r *http.Request) {

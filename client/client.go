@@ -120,12 +120,14 @@ const waitPoll = 100 * time.Millisecond
 // bound it returns the last answer's error: a CodeLoading *Error saying
 // how far the start got, or ErrUnreachable.
 func (c *Client) WaitReady(ctx context.Context, timeout time.Duration) (Health, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	t := time.NewTicker(waitPoll)
 	defer t.Stop()
+	var last error // the last answer's reason to wait
 	for {
-		h, err := c.Health(ctx)
+		h, err := c.Health(wctx)
+		var e *Error
 		switch {
 		case err == nil && h.Status != "loading":
 			return h, nil
@@ -134,19 +136,23 @@ func (c *Client) WaitReady(ctx context.Context, timeout time.Duration) (Health, 
 			if h.Loading != nil {
 				p = *h.Loading
 			}
-			err = &Error{Status: 503, Code: CodeLoading, Message: fmt.Sprintf("still loading %d of %d capsules after waiting %v", p.Done, p.Total, timeout)}
-		case !errors.Is(err, ErrUnreachable):
-			var e *Error
-			if !errors.As(err, &e) || e.Code != CodeLoading {
-				return h, err
-			}
+			last = &Error{Status: 503, Code: CodeLoading, Message: fmt.Sprintf("still loading %d of %d capsules after waiting %v", p.Done, p.Total, timeout)}
+		case errors.Is(err, ErrUnreachable) && wctx.Err() == nil:
+			last = fmt.Errorf("waited %v: %w", timeout, err)
+		case errors.As(err, &e) && e.Code == CodeLoading:
+			last = err
+		case wctx.Err() == nil || ctx.Err() != nil:
+			return h, err // another answer, or the caller gave up
 		}
 		select {
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded && errors.Is(err, ErrUnreachable) {
-				return h, fmt.Errorf("waited %v: %w", timeout, err)
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return h, ctx.Err()
 			}
-			return h, err
+			if last == nil {
+				last = fmt.Errorf("waited %v: %w", timeout, ErrUnreachable)
+			}
+			return h, last
 		case <-t.C:
 		}
 	}

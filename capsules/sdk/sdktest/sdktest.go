@@ -33,6 +33,7 @@ import (
 	"github.com/capsule-host/capsule-host/host/manifest"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/bwrap"
 	"github.com/capsule-host/capsule-host/sandbox/local"
 	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
@@ -125,8 +126,9 @@ func compile(src, out string) error {
 }
 
 // Load loads the capsule directory dir as it is (its module built and
-// pinned) into a fresh in-process host with the local backend. The host
-// and every process it started are closed when the test ends.
+// pinned) into a fresh in-process host with the local backend and, when
+// bwrap is installed, the bwrap sandbox (the daemon's default backend).
+// The host and every process it started are closed when the test ends.
 func Load(t testing.TB, dir string) *Capsule {
 	t.Helper()
 	state := t.TempDir()
@@ -135,12 +137,18 @@ func Load(t testing.TB, dir string) *Capsule {
 		t.Fatalf("sdktest: local backend: %v", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	reg, err := registry.New(registry.Config{Backends: map[string]sandbox.Backend{"local": b}, StateDir: filepath.Join(state, "registry"), Logger: log})
+	backends := map[string]sandbox.Backend{"local": b}
+	names := []string{"local"}
+	if bw, err := bwrap.New(bwrap.Options{StateDir: state}); err == nil {
+		backends["bwrap"] = bw
+		names = append(names, "bwrap")
+	}
+	reg, err := registry.New(registry.Config{Backends: backends, StateDir: filepath.Join(state, "registry"), Logger: log})
 	if err != nil {
 		t.Fatalf("sdktest: %v", err)
 	}
 	t.Cleanup(func() { reg.Shutdown(context.Background()) })
-	h, err := host.New(context.Background(), host.Config{Registry: reg, StateDir: state, Logger: log, CallTimeout: 30 * time.Second})
+	h, err := host.New(context.Background(), host.Config{Registry: reg, Backends: names, StateDir: state, Logger: log, CallTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatalf("sdktest: %v", err)
 	}

@@ -17,6 +17,7 @@
 // Endpoints (all under /v1):
 //
 //	GET  /v1/health                       Health
+//	GET  /v1/openapi.json                 the OpenAPI 3.1 document of this API
 //	GET  /v1/capsules                     CapsuleList
 //	GET  /v1/capsules/{name}              Capsule
 //	POST /v1/reload                       ReloadRequest → ReloadResponse (socket only)

@@ -139,16 +139,13 @@ func (s *Server) principalFor(tok string) (string, bool) {
 
 func (s *Server) mux() *http.ServeMux {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /v1/health", s.health)
-	m.HandleFunc("GET /v1/capsules", s.capsules)
-	m.HandleFunc("GET /v1/capsules/{name}", s.capsule)
-	m.HandleFunc("POST /v1/reload", s.reload)
-	m.HandleFunc("POST /v1/call", s.call)
-	m.HandleFunc("GET /v1/processes", s.processes)
-	m.HandleFunc("GET /v1/processes/{id}", s.process)
-	m.HandleFunc("GET /v1/processes/{id}/logs", s.logs)
-	m.HandleFunc("POST /v1/processes/{id}/stop", s.stop)
-	m.Handle(MCPPath, s.mcpHandler()) // streamable-HTTP MCP (mcp.go)
+	for _, rt := range s.routes() { // openapi.go: the table the document is made from
+		if rt.mount != nil {
+			m.Handle(rt.pattern, rt.mount())
+		} else {
+			m.HandleFunc(rt.pattern, rt.handler)
+		}
+	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, api.CodeInvalidRequest, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})

@@ -159,10 +159,15 @@ type CallResponse struct {
 	DurationMS int64           `json:"duration_ms"`
 }
 
-// Exit mirrors the contract's exit-info.
+// Exit is how a process ended, in the one shape of the HTTP API, the CLI's
+// --json, MCP and the SDK (the contract's exit-info): exactly one of
+// ExitCode (it exited) and Signal (a signal ended it), plus Reason, why
+// it ended (self-exit, stopped, killed, lifetime, idle, evicted, removed)
+// when known.
 type Exit struct {
-	Code   *int32 `json:"code,omitempty"`
-	Signal *int32 `json:"signal,omitempty"`
+	ExitCode *int32 `json:"exit_code,omitempty"`
+	Signal   *int32 `json:"signal,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // ExitText renders an exit for people: "exit 0", "signal 15", or "-"
@@ -174,8 +179,8 @@ func ExitText(e *Exit) string {
 		return "-"
 	case e.Signal != nil:
 		return fmt.Sprintf("signal %d", *e.Signal)
-	case e.Code != nil:
-		return fmt.Sprintf("exit %d", *e.Code)
+	case e.ExitCode != nil:
+		return fmt.Sprintf("exit %d", *e.ExitCode)
 	}
 	return "-"
 }
@@ -253,10 +258,15 @@ const (
 	CodeTooManyConnections = "too-many-connections"
 )
 
-// ErrorBody is one error.
+// ErrorBody is one error. ToolCode is set on a tool-error whose tool
+// returned a typed code (the guest contract's convention: an err string
+// that is the JSON object {"code": CODE, "message": TEXT}, written by the
+// SDK's sdk.Error and for every process error), e.g. "no-such-process":
+// a client branches on it to tell a missing process from a failure.
 type ErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	ToolCode string `json:"tool_code,omitempty"`
 }
 
 // ErrorResponse is the body of every non-2xx answer.

@@ -18,11 +18,14 @@ import (
 var ErrUnreachable = errors.New("capsule-host daemon unreachable")
 
 // Error is an error answer of the daemon: Status is the HTTP status,
-// Code one of the stable Code* values (switch on it, not on Message).
+// Code one of the stable Code* values (switch on it, not on Message),
+// ToolCode the typed code a tool returned with a CodeToolError (see
+// ErrorBody).
 type Error struct {
-	Status  int
-	Code    string
-	Message string
+	Status   int
+	Code     string
+	Message  string
+	ToolCode string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -100,7 +103,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (io.Re
 		if json.Unmarshal(b, &er) != nil || er.Error.Code == "" {
 			return nil, &Error{Status: status, Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", status, bytes.TrimSpace(b))}
 		}
-		return nil, &Error{Status: status, Code: er.Error.Code, Message: er.Error.Message}
+		return nil, &Error{Status: status, Code: er.Error.Code, Message: er.Error.Message, ToolCode: er.Error.ToolCode}
 	}
 	return rc, nil
 }

@@ -159,6 +159,14 @@ func TestAuthorLoop(t *testing.T) {
 		t.Fatal("the sleeper is not running on the host")
 	}
 
+	// A tool's typed error passes through: no-such-process, not a bare
+	// tool-error (the SDK codes every process error).
+	bogus := strings.Repeat("a", 52)
+	if o, errOut, code := cli("call", "loopcap", "status", `{"id":"`+bogus+`"}`, "--principal", "alice", "--json"); code != exitFailed ||
+		!strings.Contains(errOut, `"code":"tool-error"`) || !strings.Contains(errOut, `"tool_code":"no-such-process"`) {
+		t.Fatalf("status of an unknown id: exit %d\n%s\n%s", code, o, errOut)
+	}
+
 	// SIGTERM with on_shutdown = stop: serve exits 0 and the sleeper ends.
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -251,10 +251,14 @@ func report(e *env, err error) int {
 		return exitUnreachable
 	case errors.As(err, &ae):
 		if e.g.json {
-			b, _ := json.Marshal(api.ErrorResponse{Error: api.ErrorBody{Code: ae.Code, Message: ae.Message}})
+			b, _ := json.Marshal(api.ErrorResponse{Error: api.ErrorBody{Code: ae.Code, Message: ae.Message, ToolCode: ae.ToolCode}})
 			fmt.Fprintf(e.stderr, "%s\n", b)
 		} else {
-			fmt.Fprintf(e.stderr, "capsule-host %s: %s: %s\n", e.cmd.name, ae.Code, ae.Message)
+			code := ae.Code
+			if ae.ToolCode != "" {
+				code += " (" + ae.ToolCode + ")"
+			}
+			fmt.Fprintf(e.stderr, "capsule-host %s: %s: %s\n", e.cmd.name, code, ae.Message)
 		}
 		return exitFailed
 	case errors.Is(err, context.Canceled):

@@ -81,3 +81,24 @@ func TestWaitReadyUnreachable(t *testing.T) {
 		t.Fatalf("WaitReady on no daemon: %v", err)
 	}
 }
+
+// The typed tool-error convention: exactly {"code","message"} with a
+// kebab-case code; anything else is text.
+func TestToolCode(t *testing.T) {
+	for _, c := range []struct {
+		in, code, msg string
+		ok            bool
+	}{
+		{`{"code":"no-such-process","message":"gone"}`, "no-such-process", "gone", true},
+		{`{"code":"Bad","message":"x"}`, "", "", false},
+		{`{"code":"a","message":"x","extra":1}`, "", "", false},
+		{`{"code":"a","message":"x"} trailing`, "", "", false},
+		{`no-such-process: gone`, "", "", false},
+		{`{"code":"","message":"x"}`, "", "", false},
+	} {
+		code, msg, ok := toolCode(c.in)
+		if code != c.code || msg != c.msg || ok != c.ok {
+			t.Errorf("toolCode(%q) = %q %q %v", c.in, code, msg, ok)
+		}
+	}
+}

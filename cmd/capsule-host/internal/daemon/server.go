@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,9 +241,9 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	d := time.Since(start)
 	lg := s.log.With("capsule", req.Capsule, "tool", req.Tool, "principal", req.Principal, "ms", d.Milliseconds())
 	if err != nil {
-		status, code := classifyCall(err)
-		lg.Info("call failed", "code", code, "err", err)
-		writeErr(w, status, code, err.Error())
+		ae := callError(err)
+		lg.Info("call failed", "code", ae.Code, "tool_code", ae.ToolCode, "err", err)
+		writeJSON(w, ae.Status, api.ErrorResponse{Error: api.ErrorBody{Code: ae.Code, Message: ae.Message, ToolCode: ae.ToolCode}})
 		return
 	}
 	lg.Debug("call", "instance", res.Instance)
@@ -252,6 +253,47 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		out = b
 	}
 	writeJSON(w, http.StatusOK, api.CallResponse{Output: out, Instance: res.Instance, DurationMS: d.Milliseconds()})
+}
+
+// callError is a failed call as the API answers it (HTTP and the
+// daemon's MCP alike): the class of the host's typed error and, for a
+// tool's typed error, its code.
+func callError(err error) *api.Error {
+	status, code := classifyCall(err)
+	ae := &api.Error{Status: status, Code: code, Message: err.Error()}
+	var te *host.ToolError
+	if errors.As(err, &te) {
+		if tc, msg, ok := toolCode(te.Message); ok {
+			ae.ToolCode = tc
+			ae.Message = (&host.ToolError{Capsule: te.Capsule, Tool: te.Tool, Message: msg}).Error()
+		}
+	}
+	return ae
+}
+
+// toolCodeRE is the form of a typed tool error code.
+var toolCodeRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+
+// toolCode decodes the guest contract's typed-error convention: a tool's
+// err string that is exactly the JSON object {"code": CODE, "message":
+// TEXT} (CODE matching toolCodeRE; the SDK writes it for sdk.Error and
+// every process error) carries CODE, passed through as the API's
+// tool_code. Any other err string is plain text (ok false). It parses a
+// documented structure; it does not guess from words.
+func toolCode(s string) (code, msg string, ok bool) {
+	if !strings.HasPrefix(s, "{") {
+		return "", "", false
+	}
+	var v struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	d := json.NewDecoder(strings.NewReader(s))
+	d.DisallowUnknownFields()
+	if d.Decode(&v) != nil || d.More() || !toolCodeRE.MatchString(v.Code) {
+		return "", "", false
+	}
+	return v.Code, v.Message, true
 }
 
 // classifyCall maps the host's typed errors to HTTP status and API code.
@@ -450,7 +492,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		writeRegErr(w, err)
 		return
 	}
-	e := ExitView(ex)
+	e := s.rt.stoppedExit(id, ex)
 	lg.Info("process stopped", "exit", api.ExitText(&e))
 	writeJSON(w, http.StatusOK, api.StopResponse{Exit: e})
 }
@@ -513,12 +555,13 @@ func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 		BufferedBytes: in.BufferedBytes, BytesDropped: in.BytesDropped, StdinOpen: in.StdinOpen,
 		MemPeakBytes: in.MemPeak, Phase: in.Phase.String(),
 	}
-	if in.Exit != nil {
-		e := ExitView(*in.Exit)
-		p.Exit = &e
-	}
 	if in.Reason != nil {
 		p.Reason = in.Reason.String()
+	}
+	if in.Exit != nil {
+		e := ExitView(*in.Exit)
+		e.Reason = p.Reason
+		p.Exit = &e
 	}
 	if in.CPU != nil {
 		ms := in.CPU.Milliseconds()
@@ -528,7 +571,16 @@ func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 }
 
 // ExitView converts a registry Exit.
-func ExitView(e registry.Exit) api.Exit { return api.Exit{Code: e.Code, Signal: e.Signal} }
+func ExitView(e registry.Exit) api.Exit { return api.Exit{ExitCode: e.Code, Signal: e.Signal} }
+
+// stoppedExit is the exit of a process just stopped, with its reason.
+func (rt *Runtime) stoppedExit(id string, ex registry.Exit) api.Exit {
+	e := ExitView(ex)
+	if info, err := rt.Registry.OperatorStatus(id); err == nil && info.Reason != nil {
+		e.Reason = info.Reason.String()
+	}
+	return e
+}
 
 // reload re-reads the capsule directories (POST /v1/reload). Operator
 // only: it changes what every principal is served, so a TCP token (one

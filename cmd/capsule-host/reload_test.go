@@ -571,9 +571,9 @@ func TestServeSIGHUPRereadsConfig(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := poll.Health(ctx)
+		h, err := poll.Health(ctx)
 		cancel()
-		if err == nil {
+		if err == nil && h.Ready { // health answers during the start too (status loading)
 			break
 		}
 		if time.Now().After(deadline) {

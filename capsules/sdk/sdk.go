@@ -23,6 +23,8 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+
+	"github.com/capsule-host/capsule-host/capsules/sdk/internal/wire"
 )
 
 // Tool is one tool of the capsule.
@@ -90,9 +92,54 @@ func Call(name, input string) (ok string, errMsg string, isErr bool) {
 	}
 	out, err := run(tools[i], json.RawMessage(input))
 	if err != nil {
-		return "", err.Error(), true
+		return "", errString(err), true
 	}
 	return out, "", false
+}
+
+// Error is a tool error with a typed code, which the daemon passes
+// through to its clients (the HTTP API's error tool_code, the CLI, MCP):
+// a client can then tell, say, "no-such-process" from a failure. Code is
+// kebab-case, [a-z][a-z0-9-]{0,63}; use the contract's error-code names
+// (no-such-process, quota, capability-denied, ...) where one fits.
+//
+// The guest contract's convention (capsule:guest/tool's err string): an
+// err string that is exactly the JSON object {"code": CODE, "message":
+// TEXT} carries CODE; any other err string is plain text. Call writes it
+// for an *Error and for every process error (*process.Error, whose code
+// is the contract's), anywhere in a returned error's chain.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with code and a formatted message.
+func Errorf(code, format string, a ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// errString is a handler's error as the call's err string: the typed
+// convention for a coded error, else its text.
+func errString(err error) string {
+	code := ""
+	var se *Error
+	var pe *wire.Error
+	switch {
+	case errors.As(err, &se):
+		code = se.Code
+	case errors.As(err, &pe):
+		code = pe.Code.String()
+	}
+	if code == "" {
+		return err.Error()
+	}
+	b, _ := json.Marshal(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{code, err.Error()})
+	return string(b)
 }
 
 func run(t Tool, input json.RawMessage) (out string, err error) {

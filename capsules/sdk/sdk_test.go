@@ -3,11 +3,13 @@ package sdk
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
 
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/abi"
+	"github.com/capsule-host/capsule-host/capsules/sdk/internal/wire"
 )
 
 type echoIn struct {
@@ -125,4 +127,23 @@ func TestExportGlue(t *testing.T) {
 		}
 	}()
 	callExport(np, nl, np, nl)
+}
+
+// A coded error, and a process error anywhere in the chain, become the
+// contract's typed err string; any other error stays text.
+func TestTypedToolErrors(t *testing.T) {
+	Register(Tool{Name: "coded_err", Handler: func(json.RawMessage) (any, error) { return nil, Errorf("not-ready", "warming up %d", 3) }})
+	Register(Tool{Name: "proc_err", Handler: func(json.RawMessage) (any, error) {
+		return nil, fmt.Errorf("status: %w", &wire.Error{Code: wire.ErrNoSuchProcess, Message: "gone"})
+	}})
+	Register(Tool{Name: "plain_err", Handler: func(json.RawMessage) (any, error) { return nil, errors.New(`{"code":"x"} is text here`) }})
+	for _, c := range []struct{ tool, want string }{
+		{"coded_err", `{"code":"not-ready","message":"warming up 3"}`},
+		{"proc_err", `{"code":"no-such-process","message":"status: no-such-process: gone"}`},
+		{"plain_err", `{"code":"x"} is text here`},
+	} {
+		if _, msg, isErr := Call(c.tool, "{}"); !isErr || msg != c.want {
+			t.Errorf("%s: %q (error %v), want %q", c.tool, msg, isErr, c.want)
+		}
+	}
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 )
 
 // BenchmarkClientVsTmux measures the CLI as a user runs it, whole process

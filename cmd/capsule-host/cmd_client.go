@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/mcp"
 )
 

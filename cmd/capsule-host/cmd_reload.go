@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 )
 
 func init() {

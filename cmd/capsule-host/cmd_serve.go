@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host/config"
@@ -33,9 +34,20 @@ process no record owns is terminated and logged.
 
 A capsule that fails to load is logged and listed by "capsules"; the
 daemon serves the others (it refuses to start only when every configured
-capsule fails). SIGHUP, like "capsule-host reload", re-reads the config's
+capsule fails). While the capsules compile at start (seconds on a cold
+cache) the socket answers already: health says "loading" with the
+progress and each capsule's state, every other request fails with
+"loading N of M capsules" (clients pass --wait DURATION to wait instead),
+and the log shows each capsule as it compiles. SIGHUP, like "capsule-host reload", re-reads the config's
 capsule directories and the bundled set and reloads what changed, keeping
 every process.
+
+--watch (development) polls the capsule directories every --watch-poll
+and reloads a capsule once its manifest or module changed and held still
+for one poll (a rebuild renames the module, then pins the manifest): its
+processes keep running. A rebuild that does not load (a broken module, a
+stale pin) leaves the previous version serving; the error is logged and
+listed by "capsules".
 
 On SIGTERM or SIGINT the daemon stops accepting calls, lets in-flight calls
 finish for shutdown_grace (then cancels them), and then, by
@@ -47,6 +59,8 @@ Either way it logs each one, removes the socket, and exits 0.`,
 			fs.StringVar(&o.onShutdown, "on-shutdown", "", "`keep` or stop persistent processes when serve stops (overrides [processes] on_shutdown)")
 			fs.BoolVar(&o.salvage, "salvage-journal", false, "start on a damaged journal: keep the file aside and every record that can be read")
 			o.cluster.register(fs)
+			fs.BoolVar(&o.watch, "watch", false, "development mode: reload a capsule when its directory's manifest or module changes, keeping its processes")
+			fs.DurationVar(&o.watchPoll, "watch-poll", daemon.DefaultWatchPoll, "how often --watch looks at the capsule directories")
 		},
 		run: runServe,
 	})
@@ -97,8 +111,13 @@ func runServe(e *env, o *opts, _ []string) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	reconfig := func() (*config.Config, error) { return loadConfig(e) }
+	// While the capsules compile, clients get "loading N of M capsules"
+	// (or wait with --wait) instead of a connection nobody accepts.
+	progress := &daemon.Progress{}
+	stopLoading := daemon.ServeLoading(progress, binVersion(), lg, sock, tcp)
 	rt, err := daemon.Open(e.ctx, cfg, daemon.Options{Engine: e.g.engine, Bundled: bundledFS, Version: binVersion(), Log: lg,
-		Reconfig: reconfig, Hangup: hup, SalvageJournal: o.salvage})
+		Reconfig: reconfig, Hangup: hup, SalvageJournal: o.salvage, Watch: watchPoll(o), Progress: progress})
+	stopLoading()
 	if err != nil {
 		sock.Close()
 		if tcp != nil {
@@ -114,4 +133,12 @@ func pick(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// watchPoll is the watch interval serve passes to the daemon (0: off).
+func watchPoll(o *opts) time.Duration {
+	if !o.watch || o.watchPoll <= 0 {
+		return 0
+	}
+	return o.watchPoll
 }

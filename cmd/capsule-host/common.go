@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/host/config"
 )
 
@@ -58,8 +58,21 @@ func socketPath(e *env) (string, error) {
 var newTCP func(addr, token string) *api.Client
 
 // client returns an API client for the daemon: loopback TCP with
-// $CAPSULE_HOST_TOKEN when --tcp is given, else the unix socket.
+// $CAPSULE_HOST_TOKEN when --tcp is given, else the unix socket. With
+// --wait it first waits, bounded, for a starting daemon to be ready.
 func client(e *env) (*api.Client, error) {
+	c, err := dial(e)
+	if err != nil || e.g.wait <= 0 {
+		return c, err
+	}
+	if _, err := c.WaitReady(e.ctx, e.g.wait); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// dial makes the client client returns.
+func dial(e *env) (*api.Client, error) {
 	if e.g.tcp != "" {
 		tok := os.Getenv("CAPSULE_HOST_TOKEN")
 		if tok == "" {

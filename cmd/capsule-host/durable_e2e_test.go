@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/sandbox/keeper"
 )
 
@@ -92,15 +92,15 @@ func startServe(t testing.TB, bin, dir string, args ...string) *daemonProc {
 	return d
 }
 
-// awaitServing polls until the daemon answers health, bounded.
+// awaitServing polls until the daemon's health says ready, bounded.
 func awaitServing(t testing.TB, c *api.Client, d *daemonProc) time.Duration {
 	t.Helper()
 	start := time.Now()
 	for deadline := start.Add(90 * time.Second); ; {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.Health(ctx)
+		h, err := c.Health(ctx)
 		cancel()
-		if err == nil {
+		if err == nil && h.Ready { // health answers during the start too (status loading)
 			return time.Since(start)
 		}
 		select {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 )
 
 // TestE2EBuiltBinary drives the BUILT binary the way an operator would:

@@ -22,8 +22,9 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
 
@@ -68,6 +69,7 @@ type globals struct {
 	logLevel string
 	engine   string
 	tcp      string
+	wait     time.Duration
 }
 
 func (g *globals) register(fs *flag.FlagSet) {
@@ -77,6 +79,7 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.BoolVar(&g.logJSON, "log-json", false, "log JSON lines instead of text")
 	fs.StringVar(&g.logLevel, "log-level", "", "log `level`: debug, info, warn, error")
 	fs.StringVar(&g.engine, "engine", "", "wasm `engine`: wazero (default) or wasmtime (build with -tags wasmtime)")
+	fs.DurationVar(&g.wait, "wait", 0, "wait up to `duration` for a daemon that is still starting (loading its capsules) instead of failing with \"loading N of M capsules\"")
 	fs.StringVar(&g.tcp, "tcp", "", "reach the daemon's loopback TCP `addr` instead of the socket (token from $CAPSULE_HOST_TOKEN)")
 }
 
@@ -86,6 +89,9 @@ func (g *globals) merge(o *globals) {
 		if *p.src != "" {
 			*p.dst = *p.src
 		}
+	}
+	if o.wait != 0 {
+		g.wait = o.wait
 	}
 	g.json = g.json || o.json
 	g.logJSON = g.logJSON || o.logJSON
@@ -122,6 +128,10 @@ type opts struct {
 	onShutdown string
 	salvage    bool
 	cluster    clusterFlags // cmd_nodes.go
+	watch      bool
+	watchPoll  time.Duration
+	// new
+	sdk, module string
 }
 
 var commands []*command
@@ -242,10 +252,14 @@ func report(e *env, err error) int {
 		return exitUnreachable
 	case errors.As(err, &ae):
 		if e.g.json {
-			b, _ := json.Marshal(api.ErrorResponse{Error: api.ErrorBody{Code: ae.Code, Message: ae.Message}})
+			b, _ := json.Marshal(api.ErrorResponse{Error: api.ErrorBody{Code: ae.Code, Message: ae.Message, ToolCode: ae.ToolCode}})
 			fmt.Fprintf(e.stderr, "%s\n", b)
 		} else {
-			fmt.Fprintf(e.stderr, "capsule-host %s: %s: %s\n", e.cmd.name, ae.Code, ae.Message)
+			code := ae.Code
+			if ae.ToolCode != "" {
+				code += " (" + ae.ToolCode + ")"
+			}
+			fmt.Fprintf(e.stderr, "capsule-host %s: %s: %s\n", e.cmd.name, code, ae.Message)
 		}
 		return exitFailed
 	case errors.Is(err, context.Canceled):
@@ -287,7 +301,7 @@ func printUsage(w io.Writer) {
 	}{
 		{"Daemon", []string{"serve"}},
 		{"Client (talk to the daemon)", []string{"call", "capsules", "reload", "tools", "ps", "inspect", "logs", "stop", "nodes", "mcp"}},
-		{"Local", []string{"demo", "validate", "pin", "wit", "version", "token"}},
+		{"Local", []string{"demo", "new", "validate", "pin", "wit", "version", "token"}},
 	}
 	for _, gr := range groups {
 		fmt.Fprintf(tw, "  %s:\n", gr.title)
@@ -331,7 +345,7 @@ func printCommandHelp(w io.Writer, c *command, fs *flag.FlagSet) {
 		sub.SetOutput(w)
 		sub.PrintDefaults()
 	}
-	fmt.Fprintf(w, "\nGlobal flags (--socket, --json, --config, --log-json, --log-level, --engine, --tcp): see 'capsule-host help'.\n")
+	fmt.Fprintf(w, "\nGlobal flags (--socket, --json, --config, --log-json, --log-level, --engine, --tcp, --wait): see 'capsule-host help'.\n")
 }
 
 // binVersion is the version string: the -X value, else the module version

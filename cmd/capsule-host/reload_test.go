@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/internal/testutil"
@@ -51,7 +51,7 @@ func (d *reloadDaemon) setDirs(dirs ...string) {
 // startReloadDaemon is startDaemon with the bundled set (when bundled),
 // the capsule directories dirs, a Reconfig that re-reads d.dirs, and
 // hangup as the SIGHUP channel.
-func startReloadDaemon(t *testing.T, dirs []string, bundled bool, hangup <-chan os.Signal) *reloadDaemon {
+func startReloadDaemon(t *testing.T, dirs []string, bundled bool, hangup <-chan os.Signal, mods ...func(*daemon.Options)) *reloadDaemon {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
@@ -78,7 +78,11 @@ func startReloadDaemon(t *testing.T, dirs []string, bundled bool, hangup <-chan 
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := daemon.Open(ctx, cfg, daemon.Options{Log: lg, Version: "test", Bundled: bundledFS, Reconfig: reconfig, Hangup: hangup})
+	o := daemon.Options{Log: lg, Version: "test", Bundled: bundledFS, Reconfig: reconfig, Hangup: hangup}
+	for _, mod := range mods {
+		mod(&o)
+	}
+	rt, err := daemon.Open(ctx, cfg, o)
 	if err != nil {
 		sock.Close()
 		cancel()
@@ -567,9 +571,9 @@ func TestServeSIGHUPRereadsConfig(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := poll.Health(ctx)
+		h, err := poll.Health(ctx)
 		cancel()
-		if err == nil {
+		if err == nil && h.Ready { // health answers during the start too (status loading)
 			break
 		}
 		if time.Now().After(deadline) {

@@ -23,7 +23,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/bundled"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/config"
@@ -80,6 +80,11 @@ type capsuleSet struct {
 	bundled  fs.FS
 	reconfig func() (*config.Config, error)
 	hangup   <-chan os.Signal
+	// watchPoll is serve --watch's poll interval (0: no watching).
+	watchPoll time.Duration
+	// starting is set during Open's reconcile (its progress is logged and
+	// counted for the loading answers).
+	starting bool
 
 	reloadMu sync.Mutex // one reconcile at a time
 	mu       sync.Mutex // guards loaded and failed: listings read them during a reconcile
@@ -111,9 +116,11 @@ type source struct {
 // processes) down with it. Only when every configured capsule fails does
 // Open fail, with all the errors.
 func (rt *Runtime) loadCapsules(ctx context.Context, o Options) error {
-	rt.caps = &capsuleSet{bundled: o.Bundled, reconfig: o.Reconfig, hangup: o.Hangup,
+	rt.caps = &capsuleSet{bundled: o.Bundled, reconfig: o.Reconfig, hangup: o.Hangup, watchPoll: o.Watch,
 		loaded: map[string]loadedCapsule{}, failed: map[string]CapsuleFailure{}}
+	rt.caps.starting = true
 	res, err := rt.reconcile(ctx, rt.source(rt.Config), "")
+	rt.caps.starting = false
 	if err != nil {
 		return err
 	}
@@ -177,25 +184,33 @@ func (rt *Runtime) reconcile(ctx context.Context, src source, only string) (Relo
 	}
 	var res ReloadResult
 	failed := map[string]CapsuleFailure{}
+	rt.Progress.begin(names, cs.starting, only == "")
 	if only == "" {
 		for _, c := range bad {
 			failed[c.dir] = unreadable(c, prev, want)
+			rt.Progress.set(failedState(failed[c.dir]), false)
 		}
 	}
-	for _, name := range names {
+	for i, name := range names {
 		c, wanted := want[name]
 		p, had := prev[name]
 		switch {
 		case wanted:
+			rt.compiling(name, c.dir, p.version, i, len(names))
 			if f := rt.apply(ctx, name, c, p, had, &res); f != nil {
 				failed[f.Dir] = *f
+				rt.Progress.set(failedState(*f), true)
+			} else {
+				rt.Progress.set(api.CapsuleState{Name: name, Dir: c.dir, State: StateReady, Version: cs.snapshot()[name].version}, true)
 			}
 		case coveredBy(bad, p.dir) != nil:
 			// Its directory is configured but unreadable: keep serving.
 			f := unreadable(*coveredBy(bad, p.dir), prev, want)
 			failed[f.Dir] = f
+			rt.Progress.set(failedState(f), true)
 		default:
 			rt.remove(ctx, name, p, &res)
+			rt.Progress.drop(name)
 		}
 	}
 	res.Failed = cs.commitFailures(failed, only, want[only].dir)
@@ -204,6 +219,20 @@ func (rt *Runtime) reconcile(ctx context.Context, src source, only string) (Relo
 			"kind", FailureKind(f.Err), "serving", f.Serving, "err", f.Err)
 	}
 	return res, nil
+}
+
+// compiling records that the capsule name (i of n) is being loaded; at
+// start the progress is logged (a cold compile takes seconds).
+func (rt *Runtime) compiling(name, dir, version string, i, n int) {
+	if rt.caps.starting {
+		rt.Log.Info("compiling capsule", "n", i+1, "of", n, "capsule", name, "dir", dir)
+	}
+	rt.Progress.set(api.CapsuleState{Name: name, Dir: dir, State: StateCompiling, Version: version}, false)
+}
+
+// failedState is a failure in health.
+func failedState(f CapsuleFailure) api.CapsuleState {
+	return api.CapsuleState{Name: f.Name, Dir: f.Dir, State: StateFailed, Error: f.Err.Error(), Serving: f.Serving}
 }
 
 // reconcileNames is the capsule names a reconcile visits, sorted: every

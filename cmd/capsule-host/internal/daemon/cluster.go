@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/crypto/blake2b"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/registry/etcddir"

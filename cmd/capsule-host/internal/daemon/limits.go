@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 )
 
 // HTTP hardening: what one client can hold of the daemon. Headers have

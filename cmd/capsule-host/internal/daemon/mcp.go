@@ -12,7 +12,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/mcp"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/registry"
@@ -192,9 +192,9 @@ func (l localDaemon) Call(ctx context.Context, req api.CallRequest) (api.CallRes
 	res, err := l.s.rt.Host.Call(ctx, req.Capsule, req.Tool, string(req.Input))
 	d := time.Since(start)
 	if err != nil {
-		status, code := classifyCall(err)
-		l.s.log.Info("call failed", "via", "mcp", "capsule", req.Capsule, "tool", req.Tool, "principal", req.Principal, "code", code, "err", err)
-		return api.CallResponse{}, &api.Error{Status: status, Code: code, Message: err.Error()}
+		ae := callError(err)
+		l.s.log.Info("call failed", "via", "mcp", "capsule", req.Capsule, "tool", req.Tool, "principal", req.Principal, "code", ae.Code, "tool_code", ae.ToolCode, "err", err)
+		return api.CallResponse{}, ae
 	}
 	out := json.RawMessage(res.Output)
 	if !json.Valid(out) {
@@ -294,7 +294,7 @@ func (l localDaemon) Stop(ctx context.Context, id string, grace *time.Duration) 
 	if err != nil {
 		return api.Exit{}, regAPIErr(err)
 	}
-	return ExitView(ex), nil
+	return l.s.rt.stoppedExit(id, ex), nil
 }
 
 // regAPIErr is a registry error as the API client would have returned it.

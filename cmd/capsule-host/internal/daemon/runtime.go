@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/registry"
@@ -43,6 +43,13 @@ type Options struct {
 	// hang-up during start is neither fatal nor lost); Serve reloads on
 	// each. nil: no signal reload.
 	Hangup <-chan os.Signal
+	// Watch, when positive, is the poll interval of serve --watch: Serve
+	// reloads a capsule whose directory's manifest or module changed
+	// (watch.go). 0: no watching.
+	Watch time.Duration
+	// Progress receives the start's progress and each capsule's state
+	// (health); give the same one to ServeLoading. nil: Open makes one.
+	Progress *Progress
 }
 
 // Runtime is one host with its registry and backends.
@@ -61,6 +68,8 @@ type Runtime struct {
 	cluster *cluster // nil outside cluster mode (cluster.go)
 
 	caps *capsuleSet // capsules.go
+	// Progress is the readiness and each capsule's state (health).
+	Progress *Progress
 }
 
 // Open builds the runtime and loads every capsule: the bundled ones (when
@@ -126,7 +135,10 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, err
 	}
-	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now(), durable: dur, cluster: cl}
+	if o.Progress == nil {
+		o.Progress = &Progress{}
+	}
+	rt = &Runtime{Config: cfg, Host: h, Registry: reg, Engine: engine, Version: o.Version, Log: lg, Started: time.Now(), durable: dur, cluster: cl, Progress: o.Progress}
 	defer func() {
 		if err != nil {
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -143,6 +155,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 		return nil, err
 	}
 	cl.serve(reg)
+	rt.Progress.setReady()
 	return rt, nil
 }
 

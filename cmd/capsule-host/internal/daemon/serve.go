@@ -82,6 +82,7 @@ func Serve(ctx context.Context, rt *Runtime, sock, tcp net.Listener, grace time.
 	}
 	rt.Log.Info("capsule-host serving", attrs...)
 	stopHangup := rt.watchHangup()
+	stopWatch := rt.watch()
 
 	var serveErr error
 	select {
@@ -90,6 +91,7 @@ func Serve(ctx context.Context, rt *Runtime, sock, tcp net.Listener, grace time.
 	case serveErr = <-errc:
 		rt.Log.Error("listener failed; shutting down", "err", serveErr)
 	}
+	stopWatch()
 	stopHangup()
 	s.beginDrain()
 

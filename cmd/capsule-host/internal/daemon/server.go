@@ -10,12 +10,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/wit"
@@ -139,17 +140,13 @@ func (s *Server) principalFor(tok string) (string, bool) {
 
 func (s *Server) mux() *http.ServeMux {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /v1/health", s.health)
-	m.HandleFunc("GET /v1/cluster/nodes", s.nodes)
-	m.HandleFunc("GET /v1/capsules", s.capsules)
-	m.HandleFunc("GET /v1/capsules/{name}", s.capsule)
-	m.HandleFunc("POST /v1/reload", s.reload)
-	m.HandleFunc("POST /v1/call", s.call)
-	m.HandleFunc("GET /v1/processes", s.processes)
-	m.HandleFunc("GET /v1/processes/{id}", s.process)
-	m.HandleFunc("GET /v1/processes/{id}/logs", s.logs)
-	m.HandleFunc("POST /v1/processes/{id}/stop", s.stop)
-	m.Handle(MCPPath, s.mcpHandler()) // streamable-HTTP MCP (mcp.go)
+	for _, rt := range s.routes() { // openapi.go: the table the document is made from
+		if rt.mount != nil {
+			m.Handle(rt.pattern, rt.mount())
+		} else {
+			m.HandleFunc(rt.pattern, rt.handler)
+		}
+	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, api.CodeInvalidRequest, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
@@ -161,21 +158,29 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if s.isDraining() {
 		st = "shutting-down"
 	}
-	var contracts []string
-	for _, p := range wit.Packages() {
-		contracts = append(contracts, p.ID())
-	}
+	ready, _, _, states := s.rt.Progress.Snapshot()
 	writeJSON(w, http.StatusOK, api.Health{
 		Status:         st,
+		Ready:          ready,
+		CapsuleStates:  states,
 		Version:        s.rt.Version,
 		Engine:         s.rt.Engine,
-		Contracts:      contracts,
+		Contracts:      contracts(),
 		Capsules:       len(s.rt.Host.Capsules()),
 		CapsulesFailed: len(s.rt.Failures()),
 		UptimeMS:       time.Since(s.rt.Started).Milliseconds(),
 		Principal:      whoFrom(r).principal,
 		Cluster:        s.rt.cluster.health(r.Context()),
 	})
+}
+
+// contracts is the contract packages this binary serves.
+func contracts() []string {
+	var out []string
+	for _, p := range wit.Packages() {
+		out = append(out, p.ID())
+	}
+	return out
 }
 
 func (s *Server) capsules(w http.ResponseWriter, r *http.Request) {
@@ -237,9 +242,9 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 	d := time.Since(start)
 	lg := s.log.With("capsule", req.Capsule, "tool", req.Tool, "principal", req.Principal, "ms", d.Milliseconds())
 	if err != nil {
-		status, code := classifyCall(err)
-		lg.Info("call failed", "code", code, "err", err)
-		writeErr(w, status, code, err.Error())
+		ae := callError(err)
+		lg.Info("call failed", "code", ae.Code, "tool_code", ae.ToolCode, "err", err)
+		writeJSON(w, ae.Status, api.ErrorResponse{Error: api.ErrorBody{Code: ae.Code, Message: ae.Message, ToolCode: ae.ToolCode}})
 		return
 	}
 	lg.Debug("call", "instance", res.Instance)
@@ -249,6 +254,47 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request) {
 		out = b
 	}
 	writeJSON(w, http.StatusOK, api.CallResponse{Output: out, Instance: res.Instance, DurationMS: d.Milliseconds()})
+}
+
+// callError is a failed call as the API answers it (HTTP and the
+// daemon's MCP alike): the class of the host's typed error and, for a
+// tool's typed error, its code.
+func callError(err error) *api.Error {
+	status, code := classifyCall(err)
+	ae := &api.Error{Status: status, Code: code, Message: err.Error()}
+	var te *host.ToolError
+	if errors.As(err, &te) {
+		if tc, msg, ok := toolCode(te.Message); ok {
+			ae.ToolCode = tc
+			ae.Message = (&host.ToolError{Capsule: te.Capsule, Tool: te.Tool, Message: msg}).Error()
+		}
+	}
+	return ae
+}
+
+// toolCodeRE is the form of a typed tool error code.
+var toolCodeRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+
+// toolCode decodes the guest contract's typed-error convention: a tool's
+// err string that is exactly the JSON object {"code": CODE, "message":
+// TEXT} (CODE matching toolCodeRE; the SDK writes it for sdk.Error and
+// every process error) carries CODE, passed through as the API's
+// tool_code. Any other err string is plain text (ok false). It parses a
+// documented structure; it does not guess from words.
+func toolCode(s string) (code, msg string, ok bool) {
+	if !strings.HasPrefix(s, "{") {
+		return "", "", false
+	}
+	var v struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	d := json.NewDecoder(strings.NewReader(s))
+	d.DisallowUnknownFields()
+	if d.Decode(&v) != nil || d.More() || !toolCodeRE.MatchString(v.Code) {
+		return "", "", false
+	}
+	return v.Code, v.Message, true
 }
 
 // classifyCall maps the host's typed errors to HTTP status and API code.
@@ -447,7 +493,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		writeRegErr(w, err)
 		return
 	}
-	e := ExitView(ex)
+	e := s.rt.stoppedExit(id, ex)
 	lg.Info("process stopped", "exit", api.ExitText(&e))
 	writeJSON(w, http.StatusOK, api.StopResponse{Exit: e})
 }
@@ -510,12 +556,13 @@ func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 		BufferedBytes: in.BufferedBytes, BytesDropped: in.BytesDropped, StdinOpen: in.StdinOpen,
 		MemPeakBytes: in.MemPeak, Phase: in.Phase.String(),
 	}
-	if in.Exit != nil {
-		e := ExitView(*in.Exit)
-		p.Exit = &e
-	}
 	if in.Reason != nil {
 		p.Reason = in.Reason.String()
+	}
+	if in.Exit != nil {
+		e := ExitView(*in.Exit)
+		e.Reason = p.Reason
+		p.Exit = &e
 	}
 	if in.CPU != nil {
 		ms := in.CPU.Milliseconds()
@@ -525,7 +572,16 @@ func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 }
 
 // ExitView converts a registry Exit.
-func ExitView(e registry.Exit) api.Exit { return api.Exit{Code: e.Code, Signal: e.Signal} }
+func ExitView(e registry.Exit) api.Exit { return api.Exit{ExitCode: e.Code, Signal: e.Signal} }
+
+// stoppedExit is the exit of a process just stopped, with its reason.
+func (rt *Runtime) stoppedExit(id string, ex registry.Exit) api.Exit {
+	e := ExitView(ex)
+	if info, err := rt.Registry.OperatorStatus(id); err == nil && info.Reason != nil {
+		e.Reason = info.Reason.String()
+	}
+	return e
+}
 
 // reload re-reads the capsule directories (POST /v1/reload). Operator
 // only: it changes what every principal is served, so a TCP token (one

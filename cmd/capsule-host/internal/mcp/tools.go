@@ -11,7 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/api"
+	api "github.com/capsule-host/capsule-host/client"
 )
 
 // sep joins capsule and tool in an MCP tool name. Capsule names are
@@ -229,13 +229,18 @@ func errorResult(err error) *mcp.CallToolResult {
 	code := ErrorCode(err)
 	msg := err.Error()
 	var ae *api.Error
+	body := map[string]any{"code": code}
 	if errors.As(err, &ae) {
 		msg = ae.Message
+		if ae.ToolCode != "" {
+			body["tool_code"] = ae.ToolCode // the tool's typed code, as on the HTTP API
+		}
 	}
+	body["message"] = msg
 	return &mcp.CallToolResult{
 		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: code + ": " + msg}},
-		StructuredContent: map[string]any{"error": map[string]any{"code": code, "message": msg}},
+		StructuredContent: map[string]any{"error": body},
 		Meta:              mcp.Meta{"capsule-host/error-code": code},
 	}
 }

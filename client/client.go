@@ -1,4 +1,4 @@
-package api
+package client
 
 import (
 	"bufio"
@@ -17,11 +17,15 @@ import (
 // wrong path): the CLI exits 3 for it, and says how to start one.
 var ErrUnreachable = errors.New("capsule-host daemon unreachable")
 
-// Error is an error answer of the daemon.
+// Error is an error answer of the daemon: Status is the HTTP status,
+// Code one of the stable Code* values (switch on it, not on Message),
+// ToolCode the typed code a tool returned with a CodeToolError (see
+// ErrorBody).
 type Error struct {
-	Status  int
-	Code    string
-	Message string
+	Status   int
+	Code     string
+	Message  string
+	ToolCode string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -99,7 +103,7 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (io.Re
 		if json.Unmarshal(b, &er) != nil || er.Error.Code == "" {
 			return nil, &Error{Status: status, Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", status, bytes.TrimSpace(b))}
 		}
-		return nil, &Error{Status: status, Code: er.Error.Code, Message: er.Error.Message}
+		return nil, &Error{Status: status, Code: er.Error.Code, Message: er.Error.Message, ToolCode: er.Error.ToolCode}
 	}
 	return rc, nil
 }
@@ -108,6 +112,53 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (io.Re
 func (c *Client) Health(ctx context.Context) (Health, error) {
 	var h Health
 	return h, c.do(ctx, "GET", "/v1/health", nil, &h)
+}
+
+// waitPoll is how often WaitReady asks.
+const waitPoll = 100 * time.Millisecond
+
+// WaitReady polls Health until the daemon is ready (its start compiled
+// the capsules and re-adopted the processes), for at most timeout: a
+// daemon still loading, or not listening yet, is asked again. Past the
+// bound it returns the last answer's error: a CodeLoading *Error saying
+// how far the start got, or ErrUnreachable.
+func (c *Client) WaitReady(ctx context.Context, timeout time.Duration) (Health, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(waitPoll)
+	defer t.Stop()
+	var last error // the last answer's reason to wait
+	for {
+		h, err := c.Health(wctx)
+		var e *Error
+		switch {
+		case err == nil && h.Status != "loading":
+			return h, nil
+		case err == nil:
+			var p LoadProgress
+			if h.Loading != nil {
+				p = *h.Loading
+			}
+			last = &Error{Status: 503, Code: CodeLoading, Message: fmt.Sprintf("still loading %d of %d capsules after waiting %v", p.Done, p.Total, timeout)}
+		case errors.Is(err, ErrUnreachable) && wctx.Err() == nil:
+			last = fmt.Errorf("waited %v: %w", timeout, err)
+		case errors.As(err, &e) && e.Code == CodeLoading:
+			last = err
+		case wctx.Err() == nil || ctx.Err() != nil:
+			return h, err // another answer, or the caller gave up
+		}
+		select {
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return h, ctx.Err()
+			}
+			if last == nil {
+				last = fmt.Errorf("waited %v: %w", timeout, ErrUnreachable)
+			}
+			return h, last
+		case <-t.C:
+		}
+	}
 }
 
 // Capsules lists the loaded capsules and their tools.

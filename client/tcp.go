@@ -1,6 +1,6 @@
 //go:build !leanclient
 
-package api
+package client
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package api
+package client
 
 import "testing"
 
@@ -10,9 +10,9 @@ func TestExitText(t *testing.T) {
 	}{
 		{nil, "-"},
 		{&Exit{}, "-"},
-		{&Exit{Code: &code}, "exit 3"},
+		{&Exit{ExitCode: &code}, "exit 3"},
 		{&Exit{Signal: &sig}, "signal 15"},
-		{&Exit{Code: &code, Signal: &sig}, "signal 15"}, // a signal wins
+		{&Exit{ExitCode: &code, Signal: &sig}, "signal 15"}, // a signal wins
 	} {
 		if got := ExitText(tc.e); got != tc.want {
 			t.Errorf("ExitText(%+v) = %q, want %q", tc.e, got, tc.want)

@@ -1,10 +1,23 @@
-// Package api is the wire format of the capsule-host daemon: HTTP/JSON
-// over a unix socket (and optionally loopback TCP with bearer tokens).
-// Server and client share these types so they cannot drift.
+// Package client is the Go client of the capsule-host daemon and the wire
+// format of its HTTP/JSON API, over a unix socket (NewUnix) or a loopback
+// TCP listener with a bearer token (NewTCP). The daemon, the capsule-host
+// CLI and this client share these types, so they cannot drift: the CLI is
+// built on this package, which makes it the tested path. The API is
+// described for other languages by the OpenAPI document the daemon serves
+// at GET /v1/openapi.json.
+//
+//	c := client.NewUnix("/run/user/1000/capsule-host/capsule-host.sock")
+//	res, err := c.Call(ctx, client.CallRequest{Capsule: "shell", Tool: "run_command", Input: json.RawMessage(`{"command":"echo hi"}`)})
+//	var e *client.Error
+//	if errors.As(err, &e) && e.Code == client.CodeNoSuchProcess { ... }
+//
+// An error answer of the daemon is an *Error carrying one of the stable
+// Code* values; a daemon that cannot be reached is ErrUnreachable.
 //
 // Endpoints (all under /v1):
 //
 //	GET  /v1/health                       Health
+//	GET  /v1/openapi.json                 the OpenAPI 3.1 document of this API
 //	GET  /v1/capsules                     CapsuleList
 //	GET  /v1/capsules/{name}              Capsule
 //	POST /v1/reload                       ReloadRequest → ReloadResponse (socket only)
@@ -16,20 +29,30 @@
 //	POST /v1/processes/{id}/stop          StopRequest → StopResponse
 //
 // Every error is an ErrorResponse with a stable Code.
-package api
+package client
 
 import (
 	"encoding/json"
 	"fmt"
 )
 
-// Health is the answer of GET /v1/health.
+// Health is the answer of GET /v1/health. While the daemon compiles its
+// capsules at start, Status is "loading" with Loading set, and every
+// other route answers 503 with CodeLoading; Client.WaitReady polls until
+// Ready.
 type Health struct {
-	Status    string   `json:"status"` // "ok" or "shutting-down"
-	Version   string   `json:"version"`
-	Engine    string   `json:"engine"`
-	Contracts []string `json:"contracts"`
-	Capsules  int      `json:"capsules"`
+	Status string `json:"status"` // "loading", "ok" or "shutting-down"
+	// Ready: the start finished (capsules loaded, processes re-adopted);
+	// calls are served.
+	Ready bool `json:"ready"`
+	// Loading is the start's progress, while Status is "loading".
+	Loading *LoadProgress `json:"loading,omitempty"`
+	// CapsuleStates is each configured capsule's state, sorted by name.
+	CapsuleStates []CapsuleState `json:"capsule_states,omitempty"`
+	Version       string         `json:"version"`
+	Engine        string         `json:"engine,omitempty"`
+	Contracts     []string       `json:"contracts"`
+	Capsules      int            `json:"capsules"`
 	// CapsulesFailed counts capsule directories that failed to load or
 	// reload (CapsuleList.Failed).
 	CapsulesFailed int   `json:"capsules_failed,omitempty"`
@@ -41,6 +64,26 @@ type Health struct {
 	// "degraded: ..." (etcd unreachable or the lease lost: new spawns are
 	// refused, held processes keep serving).
 	Cluster string `json:"cluster,omitempty"`
+}
+
+// LoadProgress counts the capsules the start has finished (loaded or
+// failed) out of those configured.
+type LoadProgress struct {
+	Done  int `json:"done"`
+	Total int `json:"total"`
+}
+
+// CapsuleState is one capsule (or unreadable capsule directory) in health.
+type CapsuleState struct {
+	Name string `json:"name,omitempty"`
+	Dir  string `json:"dir,omitempty"`
+	// State is pending (start only), compiling, ready or failed.
+	State   string `json:"state"`
+	Version string `json:"version,omitempty"`
+	// Error is the last load's error (failed); Serving the version that
+	// keeps serving in its place.
+	Error   string `json:"error,omitempty"`
+	Serving string `json:"serving,omitempty"`
 }
 
 // Tool is one tool of a capsule.
@@ -120,10 +163,15 @@ type CallResponse struct {
 	DurationMS int64           `json:"duration_ms"`
 }
 
-// Exit mirrors the contract's exit-info.
+// Exit is how a process ended, in the one shape of the HTTP API, the CLI's
+// --json, MCP and the SDK (the contract's exit-info): exactly one of
+// ExitCode (it exited) and Signal (a signal ended it), plus Reason, why
+// it ended (self-exit, stopped, killed, lifetime, idle, evicted, removed)
+// when known.
 type Exit struct {
-	Code   *int32 `json:"code,omitempty"`
-	Signal *int32 `json:"signal,omitempty"`
+	ExitCode *int32 `json:"exit_code,omitempty"`
+	Signal   *int32 `json:"signal,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // ExitText renders an exit for people: "exit 0", "signal 15", or "-"
@@ -135,8 +183,8 @@ func ExitText(e *Exit) string {
 		return "-"
 	case e.Signal != nil:
 		return fmt.Sprintf("signal %d", *e.Signal)
-	case e.Code != nil:
-		return fmt.Sprintf("exit %d", *e.Code)
+	case e.ExitCode != nil:
+		return fmt.Sprintf("exit %d", *e.ExitCode)
 	}
 	return "-"
 }
@@ -202,7 +250,10 @@ const (
 	CodeTrap           = "trap"
 	CodeCancelled      = "cancelled"
 	CodeShuttingDown   = "shutting-down"
-	CodeInternal       = "internal"
+	// CodeLoading (503): the daemon is still compiling its capsules at
+	// start; the message says "loading N of M capsules".
+	CodeLoading  = "loading"
+	CodeInternal = "internal"
 	// CodeConfigError (422): a reload could not re-read the host config;
 	// nothing was changed.
 	CodeConfigError = "config-error"
@@ -211,10 +262,15 @@ const (
 	CodeTooManyConnections = "too-many-connections"
 )
 
-// ErrorBody is one error.
+// ErrorBody is one error. ToolCode is set on a tool-error whose tool
+// returned a typed code (the guest contract's convention: an err string
+// that is the JSON object {"code": CODE, "message": TEXT}, written by the
+// SDK's sdk.Error and for every process error), e.g. "no-such-process":
+// a client branches on it to tell a missing process from a failure.
 type ErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	ToolCode string `json:"tool_code,omitempty"`
 }
 
 // ErrorResponse is the body of every non-2xx answer.

@@ -9,9 +9,11 @@ SHELL := /bin/bash
 GO    ?= go
 # Debian packages the tests drive for real: the OCI runtime, bubblewrap, the
 # busybox the OCI tests build their rootfs from, wat2wasm for WAT fixtures,
-# and gcc with a static libc for the OCI container init (sandbox/oci/init).
-APT_PACKAGES := runc bubblewrap busybox-static wabt gcc libc6-dev etcd-server
-APT_COMMANDS := runc bwrap busybox wat2wasm gcc etcd
+# gcc with a static libc for the OCI container init (sandbox/oci/init),
+# etcd for the cluster tests, tmux (the anchor the terminal and cost tests
+# compare with) and python3 (a REPL the terminal tests drive).
+APT_PACKAGES := runc bubblewrap busybox-static wabt gcc libc6-dev etcd-server tmux python3
+APT_COMMANDS := runc bwrap busybox wat2wasm gcc etcd tmux python3
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/... ./capsules/internal/e2e/...
 TEST_TIMEOUT ?= 30m
 

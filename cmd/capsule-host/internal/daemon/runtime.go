@@ -82,17 +82,9 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	engine := cfg.Engine
-	if o.Engine != "" {
-		engine = o.Engine
-	}
-	if err := CheckEngine(engine); err != nil {
+	engine, err := prepare(cfg, o)
+	if err != nil {
 		return nil, err
-	}
-	for _, d := range []string{cfg.StateDir, cfg.WorkspaceRoot} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("creating %s: %w", d, err)
-		}
 	}
 	set, err := buildBackends(ctx, cfg, lg)
 	if err != nil {
@@ -157,6 +149,24 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	cl.serve(reg)
 	rt.Progress.setReady()
 	return rt, nil
+}
+
+// prepare picks the engine (the option over the config), checks it is
+// compiled in, and creates the state and workspace directories.
+func prepare(cfg *config.Config, o Options) (string, error) {
+	engine := cfg.Engine
+	if o.Engine != "" {
+		engine = o.Engine
+	}
+	if err := CheckEngine(engine); err != nil {
+		return "", err
+	}
+	for _, d := range []string{cfg.StateDir, cfg.WorkspaceRoot} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	return engine, nil
 }
 
 // registryConfig is the registry's part of the host config: the backends

@@ -149,16 +149,22 @@ func (s *server) changes(gen uint64, full bool, changed, removed []string) watch
 	return res
 }
 
-// change is the state watch_all reports for e.
+// change is the state watch_all reports for e. A process recovered from
+// an earlier keeper is exited and its streams closed; a stream whose
+// spill file nobody opened yet is reported closed with End -1 (unknown)
+// rather than opened: a snapshot would otherwise hold a descriptor per
+// recovered process.
 func (e *entry) change() procChange {
 	pc := procChange{Ref: e.id, Exited: e.exited()}
-	for _, s := range []struct {
-		st     *LogState
-		stream Stream
-	}{{&pc.Stdout, Stdout}, {&pc.Stderr, Stderr}} {
-		if l, err := e.log(s.stream); err == nil {
-			*s.st = stateOf(l)
+	for i, st := range []*LogState{&pc.Stdout, &pc.Stderr} {
+		e.mu.Lock()
+		l := e.logs[i]
+		e.mu.Unlock()
+		if l == nil {
+			*st = LogState{End: -1, Closed: true}
+			continue
 		}
+		*st = stateOf(l)
 	}
 	return pc
 }

@@ -146,7 +146,9 @@ type watchAllResult struct {
 }
 
 // procChange is one process's state in a watch_all answer; Gone: removed
-// (cleaned up), the other fields are then empty.
+// (cleaned up), the other fields are then empty. A stream's End is -1
+// when the keeper has not opened a recovered process's log (it is closed;
+// a read tells its real state).
 type procChange struct {
 	Ref    string   `json:"ref"`
 	Stdout LogState `json:"stdout"`

@@ -149,8 +149,16 @@ func TestClusterThreeDaemons(t *testing.T) {
 		t.Fatalf("%d spawned, %d refused, want 8 and 92; refusals: %q", len(ids), len(refused), refused[:min(3, len(refused))])
 	}
 	t.Logf("a refusal: %s", refused[0])
-	if n := len(shells(withMarker(mark))); n != 8 {
-		t.Fatalf("%d processes alive, want 8", n)
+	// A spawn answers once bwrap started; the sandboxed command shows up
+	// under /proc a moment later: poll, bounded.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := len(shells(withMarker(mark)))
+		if n == 8 {
+			break
+		}
+		if n > 8 || time.Now().After(deadline) {
+			t.Fatalf("%d processes alive, want 8", n)
+		}
 	}
 	h := holders[0]
 	for _, n := range ns {

@@ -304,7 +304,7 @@ func (h *hammer) call(capsule, tool, principal string, in any) (m map[string]any
 	case err == nil:
 	case errors.Is(err, api.ErrUnreachable),
 		errors.Is(err, io.ErrUnexpectedEOF), // the answer's body cut off by a kill -9
-		errors.As(err, &ae) && (ae.Code == api.CodeShuttingDown || ae.Code == api.CodeCancelled):
+		errors.As(err, &ae) && (ae.Code == api.CodeShuttingDown || ae.Code == api.CodeCancelled || ae.Code == api.CodeLoading):
 		h.stats.transient.Add(1)
 		return nil, "", true
 	case errors.As(err, &ae) && ae.Code == api.CodeToolError && capsule == "shell" && isNoSuchProcess(ae.Message):

@@ -78,6 +78,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	walks := map[string][]walk{
 		"get /v1/health":               {{method: "GET", path: "/v1/health", status: 200}},
 		"get /v1/openapi.json":         {{method: "GET", path: "/v1/openapi.json", status: 200}},
+		"get /v1/cluster/nodes":        {{method: "GET", path: "/v1/cluster/nodes", status: 404}}, // not in cluster mode (TestClusterThreeDaemons serves it)
 		"get /v1/capsules":             {{method: "GET", path: "/v1/capsules", status: 200}},
 		"get /v1/capsules/{name}":      {{method: "GET", path: "/v1/capsules/testcap", status: 200}, {method: "GET", path: "/v1/capsules/nope", status: 404}},
 		"post /v1/reload":              {{method: "POST", path: "/v1/reload", body: `{}`, status: 200}},

@@ -83,6 +83,10 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 		if err != nil {
 			break
 		}
+		// Only this node writes its count, under the scope lock: etcd
+		// holding next already means an attempt retry did not hear back
+		// from (a proposal lost with its leader) committed.
+		ok = ok || st.nodes[d.node] == next.DirHolding
 		if ok {
 			if cap != nil {
 				d.setMine(sk, next)
@@ -130,18 +134,15 @@ func (d *Dir) setMine(sk string, c scopeCount) {
 // casCount writes this node's count of sk if the scope's gen is still
 // st's; otherwise the same round trip returns the fresh state.
 func (d *Dir) casCount(ctx context.Context, sk string, st *scopeState, c scopeCount) (bool, *scopeState, error) {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
 	put := clientv3.OpDelete(d.countKey(sk, d.node))
 	if c.Running > 0 || c.Retained > 0 {
 		b, _ := json.Marshal(c)
 		put = clientv3.OpPut(d.countKey(sk, d.node), string(b), clientv3.WithLease(clientv3.LeaseID(d.lease.Load())))
 	}
-	resp, err := d.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(d.genKey(sk)), "=", st.genRev)).
-		Then(clientv3.OpPut(d.genKey(sk), ""), put).
-		Else(clientv3.OpGet(d.genKey(sk)), clientv3.OpGet(d.countsKey(sk), clientv3.WithPrefix())).
-		Commit()
+	resp, err := d.txn(ctx,
+		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(d.genKey(sk)), "=", st.genRev)},
+		[]clientv3.Op{clientv3.OpPut(d.genKey(sk), ""), put},
+		[]clientv3.Op{clientv3.OpGet(d.genKey(sk)), clientv3.OpGet(d.countsKey(sk), clientv3.WithPrefix())})
 	if err != nil {
 		return false, st, unavailable("reserve", err)
 	}
@@ -161,9 +162,7 @@ func (d *Dir) casCount(ctx context.Context, sk string, st *scopeState, c scopeCo
 
 // fetchScope reads a scope's gen and counts.
 func (d *Dir) fetchScope(ctx context.Context, sk string) (*scopeState, error) {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
-	resp, err := d.cli.Txn(ctx).Then(clientv3.OpGet(d.genKey(sk)), clientv3.OpGet(d.countsKey(sk), clientv3.WithPrefix())).Commit()
+	resp, err := d.txn(ctx, nil, []clientv3.Op{clientv3.OpGet(d.genKey(sk)), clientv3.OpGet(d.countsKey(sk), clientv3.WithPrefix())}, nil)
 	if err != nil {
 		return nil, unavailable("read scope", err)
 	}

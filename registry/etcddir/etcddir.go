@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -39,6 +40,7 @@ const (
 	DefaultTTL    = 10 * time.Second
 	defaultPrefix = "/capsule-host/default/"
 	callBound     = 3 * time.Second // one etcd round trip, at most
+	retryBound    = 6 * time.Second // retries through a leader election (etcd's default election timeout is 1 s)
 	healthBound   = time.Second     // health answers fast, etcd or not
 	casAttempts   = 64              // a reservation's retries under contention
 )
@@ -254,4 +256,63 @@ func unavailableIf(what string, err error) error {
 
 func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, callBound)
+}
+
+// transient says whether an etcd error is a majority changing leaders
+// (or a proposal lost with the old one): the next attempt will likely
+// succeed, so the caller should not see an outage. The client retries
+// these itself only for reads that are not transactions.
+func transient(err error) bool {
+	for _, e := range []error{rpctypes.ErrLeaderChanged, rpctypes.ErrNoLeader, rpctypes.ErrTimeout,
+		rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// retry runs op, each attempt bounded by callBound, again while it fails
+// transiently and retryBound has not passed. Every op here is safe to
+// repeat: puts and deletes write absolute values, and a count's CAS that
+// did commit fails its compare the second time and returns fresh state.
+func retry(ctx context.Context, op func(context.Context) error) error {
+	deadline := time.Now().Add(retryBound)
+	wait := 20 * time.Millisecond
+	for {
+		actx, cancel := bounded(ctx)
+		err := op(actx)
+		cancel()
+		if err == nil || !transient(err) || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// get, txn, put and del are the client's calls through retry.
+func (d *Dir) get(ctx context.Context, key string, opts ...clientv3.OpOption) (resp *clientv3.GetResponse, err error) {
+	err = retry(ctx, func(ctx context.Context) (e error) { resp, e = d.cli.Get(ctx, key, opts...); return })
+	return resp, err
+}
+
+func (d *Dir) txn(ctx context.Context, ifs []clientv3.Cmp, then, els []clientv3.Op) (resp *clientv3.TxnResponse, err error) {
+	err = retry(ctx, func(ctx context.Context) (e error) {
+		resp, e = d.cli.Txn(ctx).If(ifs...).Then(then...).Else(els...).Commit()
+		return
+	})
+	return resp, err
+}
+
+func (d *Dir) put(ctx context.Context, key, val string, opts ...clientv3.OpOption) error {
+	return retry(ctx, func(ctx context.Context) error { _, e := d.cli.Put(ctx, key, val, opts...); return e })
+}
+
+func (d *Dir) del(ctx context.Context, key string) error {
+	return retry(ctx, func(ctx context.Context) error { _, e := d.cli.Delete(ctx, key); return e })
 }

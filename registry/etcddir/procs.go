@@ -13,10 +13,8 @@ import (
 
 // Publish writes a process's record (no lease: see the package comment).
 func (d *Dir) Publish(ctx context.Context, p registry.DirProcess) error {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
 	b, _ := json.Marshal(procValue{Owner: p.Owner, Node: p.Node, Label: p.Label})
-	if _, err := d.cli.Put(ctx, d.procKey(p.Key), string(b)); err != nil {
+	if err := d.put(ctx, d.procKey(p.Key), string(b)); err != nil {
 		return unavailable("publish process", err)
 	}
 	d.mu.Lock()
@@ -30,18 +28,13 @@ func (d *Dir) Unpublish(ctx context.Context, key [32]byte) error {
 	d.mu.Lock()
 	delete(d.published, key)
 	d.mu.Unlock()
-	ctx, cancel := bounded(ctx)
-	defer cancel()
-	_, err := d.cli.Delete(ctx, d.procKey(key))
-	return unavailableIf("unpublish process", err)
+	return unavailableIf("unpublish process", d.del(ctx, d.procKey(key)))
 }
 
 // Lookup reads a process's record and whether its node is still
 // registered (Lost when not: its lease expired).
 func (d *Dir) Lookup(ctx context.Context, key [32]byte) (registry.DirProcess, error) {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
-	resp, err := d.cli.Get(ctx, d.procKey(key))
+	resp, err := d.get(ctx, d.procKey(key))
 	if err != nil {
 		return registry.DirProcess{}, unavailable("lookup", err)
 	}
@@ -54,7 +47,7 @@ func (d *Dir) Lookup(ctx context.Context, key [32]byte) (registry.DirProcess, er
 	}
 	p := registry.DirProcess{Key: key, Owner: v.Owner, Node: v.Node, Label: v.Label}
 	if v.Node != d.node {
-		nr, err := d.cli.Get(ctx, d.nodeKey(v.Node), clientv3.WithCountOnly())
+		nr, err := d.get(ctx, d.nodeKey(v.Node), clientv3.WithCountOnly())
 		if err != nil {
 			return registry.DirProcess{}, unavailable("lookup node", err)
 		}
@@ -65,9 +58,7 @@ func (d *Dir) Lookup(ctx context.Context, key [32]byte) (registry.DirProcess, er
 
 // Nodes lists the registered (live) nodes by name.
 func (d *Dir) Nodes(ctx context.Context) ([]NodeRecord, error) {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
-	resp, err := d.cli.Get(ctx, d.prefix+"nodes/", clientv3.WithPrefix())
+	resp, err := d.get(ctx, d.prefix+"nodes/", clientv3.WithPrefix())
 	if err != nil {
 		return nil, unavailable("list nodes", err)
 	}
@@ -88,9 +79,7 @@ var _ registry.Directory = (*Dir)(nil)
 // NodeAddress is where a live node is reached; ErrUnavailable naming it
 // when it is not registered (its lease expired).
 func (d *Dir) NodeAddress(ctx context.Context, node string) (string, error) {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
-	resp, err := d.cli.Get(ctx, d.nodeKey(node))
+	resp, err := d.get(ctx, d.nodeKey(node))
 	if err != nil {
 		return "", unavailable("node address", err)
 	}

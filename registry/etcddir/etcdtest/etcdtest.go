@@ -7,6 +7,7 @@ package etcdtest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -150,6 +151,39 @@ func (c *Cluster) WaitHealthy(m *Member) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	c.t.Fatalf("etcd %s not healthy within %v; log:\n%s", m.Name, healthBound, tail(m.logPath))
+}
+
+// Leader polls the members' status (the gRPC gateway's
+// /v3/maintenance/status) until one of them says it leads, bounded.
+func (c *Cluster) Leader() *Member {
+	c.t.Helper()
+	deadline := time.Now().Add(healthBound)
+	cl := &http.Client{Timeout: 2 * time.Second}
+	for time.Now().Before(deadline) {
+		for _, m := range c.Members {
+			if m.cmd == nil {
+				continue
+			}
+			resp, err := cl.Post(m.ClientURL+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
+			if err != nil {
+				continue
+			}
+			var st struct {
+				Header struct {
+					MemberID string `json:"member_id"`
+				} `json:"header"`
+				Leader string `json:"leader"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err == nil && st.Leader != "" && st.Leader == st.Header.MemberID {
+				return m
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("no etcd member reported itself leader within %v", healthBound)
+	return nil
 }
 
 // Kill stops a member with SIGKILL and waits for it (bounded).

@@ -34,12 +34,14 @@ type durable struct {
 // damaged journal refuses the start with the fix, unless salvage.
 func openDurable(cfg *config.Config, salvage bool, lg *slog.Logger) (d *durable, err error) {
 	d = &durable{keepers: map[string]*keeper.Backend{}, keep: cfg.Processes.OnShutdown != config.OnShutdownStop}
-	if d.lock, err = statedir.Lock(cfg.StateDir); err != nil {
+	lock, err := statedir.Lock(cfg.StateDir)
+	if err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	defer func() {
+	d.lock = lock
+	defer func() { // not d.lock: a failed return has set d to nil
 		if err != nil {
-			d.lock.Close()
+			lock.Close()
 		}
 	}()
 	for _, k := range []struct {
@@ -53,6 +55,9 @@ func openDurable(cfg *config.Config, salvage bool, lg *slog.Logger) (d *durable,
 		copy(k.dst[:], b)
 	}
 	jr, rep, err := journal.Open(filepath.Join(cfg.StateDir, "journal.db"), journal.Options{Salvage: salvage})
+	if errors.Is(err, journal.ErrCorrupt) {
+		return nil, fmt.Errorf("%w; `serve --salvage-journal` salvages", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
 	}

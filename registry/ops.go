@@ -228,7 +228,7 @@ func (r *Registry) readSince(p *proc, s Stream, cursor *string, max uint32) (Log
 	}
 	l := p.log(s)
 	c, err := l.ReadFrom(off, min(int(max), r.cfg.Defaults.ReadMax))
-	if err != nil {
+	if err = r.spillLoss(p, s, err); err != nil {
 		return LogChunk{}, mapSandboxErr("read-since", err)
 	}
 	if p.overflow == sandbox.Backpressure {
@@ -260,7 +260,7 @@ func (r *Registry) readLogs(p *proc) (Logs, error) {
 	r.mu.Unlock()
 	for _, s := range []Stream{Stdout, Stderr} {
 		c, err := p.log(s).Drain(r.cfg.Defaults.ReadMax)
-		if err != nil {
+		if err = r.spillLoss(p, s, err); err != nil {
 			return Logs{}, mapSandboxErr("read-logs", err)
 		}
 		lg.BytesDropped += uint64(c.Dropped)

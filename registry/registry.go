@@ -3,12 +3,14 @@ package registry
 import (
 	"context"
 	"crypto/cipher"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/capsule-host/capsule-host/registry/journal"
@@ -100,6 +102,8 @@ type proc struct {
 	touchedJr   time.Time // the last touch written to the journal
 	detached    bool      // left running for the next daemon (Detach)
 	dirHeld     dirHold   // what it holds in the directory (directory.go)
+
+	spillLogged [2]atomic.Bool // a spill failure of the stream was logged
 }
 
 func (p *proc) log(s Stream) sandbox.Log {
@@ -107,6 +111,20 @@ func (p *proc) log(s Stream) sandbox.Log {
 		return p.h.Stderr()
 	}
 	return p.h.Stdout()
+}
+
+// spillLoss takes a read's error: a spill failure (the disk is full or
+// failing) is not the reader's error, because the chunk beside it is
+// good and counts what was lost as dropped bytes; it is logged once per
+// stream. Any other error is returned.
+func (r *Registry) spillLoss(p *proc, s Stream, err error) error {
+	if err == nil || !errors.Is(err, sandbox.ErrSpill) {
+		return err
+	}
+	if !p.spillLogged[s&1].Swap(true) {
+		r.log.Error("output spill failed: readers get the loss counted as bytes dropped", append(p.attrs(), "stream", s, "err", err)...)
+	}
+	return nil
 }
 
 func (p *proc) attrs() []any { return append(p.own.attrs(), "proc", p.key.short()) }

@@ -56,7 +56,12 @@ type OutputLog struct {
 	lazyName   string
 	spillCap   int64
 	spillStart int64 // lowest offset held in the spill file
-	spillErr   error // sticky: the spill failed; nothing below start is retained
+	spillErr   error // sticky: the spill failed
+	// frozen: a write to the spill failed (a full disk, say): it takes no
+	// more bytes, but what it holds, [spillStart, spillHigh), is still
+	// served; only [spillHigh, start) is lost. A failed read closes it.
+	frozen    bool
+	spillHigh int64
 	header     [spillHeaderSize]byte
 	headerAt   int64 // end offset the header on disk records
 	headerRoom int64 // bytes that may follow headerAt before a new header
@@ -113,10 +118,10 @@ func (l *OutputLog) Write(p []byte) (int, error) {
 	// write, and always before a write that would overwrite slots the
 	// header on disk still vouches for: it is what a reader of the file
 	// alone trusts (after a host restart). CloseWrite always writes it.
-	if l.spill != nil && l.end+int64(len(p)) > l.headerAt+l.headerRoom {
+	if l.spill != nil && !l.frozen && l.end+int64(len(p)) > l.headerAt+l.headerRoom {
 		err = l.writeHeader(max(headerEvery, int64(len(p))))
 	}
-	if l.spill != nil {
+	if l.spill != nil && !l.frozen {
 		err = l.spillWrite(p)
 	}
 	// Ring: only the last ringCap bytes of p can matter.
@@ -159,7 +164,7 @@ func (l *OutputLog) CloseWrite() error {
 		return l.spillErr
 	}
 	l.closed = true
-	if l.spill != nil {
+	if l.spill != nil && !l.frozen {
 		// No fsync: the file must survive the host process, not the
 		// machine, and an fsync per stream costs milliseconds per spawn.
 		l.writeHeader(0)
@@ -200,6 +205,14 @@ func (l *OutputLog) ReadFrom(off int64, max int) (Chunk, error) {
 	n := min(int64(max), l.end-off)
 	if n < 0 {
 		n = 0
+	}
+	if l.frozen && off < l.start && off >= l.spillHigh { // the bytes the full disk did not take
+		c.Dropped += l.start - off
+		off = l.start
+		n = min(int64(max), l.end-off)
+	}
+	if l.frozen && off < l.spillHigh {
+		n = min(n, l.spillHigh-off)
 	}
 	if n > 0 {
 		c.Data = make([]byte, n)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -253,6 +254,57 @@ func TestSpillDiskErrorReported(t *testing.T) {
 	c, err := l.ReadFrom(0, 100)
 	if !errors.Is(err, ErrSpill) || c.Dropped != 12 || !bytes.Equal(c.Data, stream(12, 8)) {
 		t.Fatalf("ReadFrom after spill failure: %+v %v", c, err)
+	}
+}
+
+// A disk that fills mid-stream: what the spill took before stays
+// readable, the bytes between it and the ring are counted as dropped (with
+// ErrSpill), and the ring's are read: read + dropped is everything written.
+func TestSpillDiskFullKeepsWhatItTook(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("SKIP: cannot mount a tmpfs to fill (%v): needs root (CI runs as root)", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	d, err := NewSpillDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewOutputLog(OutputLogConfig{RingBytes: 4096, SpillBytes: 1 << 30, Overflow: DropOldest, Spill: d, SpillName: "out.log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Remove() })
+	const total = 1 << 20 // four times the disk
+	var werr error
+	for off := int64(0); off < total; off += 1000 {
+		if _, err := l.Write(stream(off, min(1000, total-off))); err != nil && werr == nil {
+			werr = err
+		}
+	}
+	if !errors.Is(werr, syscall_ENOSPC()) {
+		t.Fatalf("writes on a full disk: %v, want ENOSPC", werr)
+	}
+	var read, dropped int64
+	var spillErrs int
+	for off := int64(0); off < total; {
+		c, err := l.ReadFrom(off, 64<<10)
+		if err != nil {
+			if !errors.Is(err, ErrSpill) {
+				t.Fatalf("read at %d: %v", off, err)
+			}
+			spillErrs++
+		}
+		if !bytes.Equal(c.Data, stream(off+c.Dropped, int64(len(c.Data)))) {
+			t.Fatalf("read at %d: data is not the stream's bytes at %d", off, off+c.Dropped)
+		}
+		read, dropped, off = read+int64(len(c.Data)), dropped+c.Dropped, c.Next
+	}
+	if read+dropped != total || spillErrs != 1 {
+		t.Fatalf("read %d + dropped %d of %d, %d reads reported the spill error; want all accounted, once", read, dropped, total, spillErrs)
+	}
+	if read < 128<<10 { // the disk took about 256 KiB before it filled
+		t.Fatalf("only %d bytes readable: what the spill took before the disk filled was thrown away", read)
 	}
 }
 

@@ -162,7 +162,7 @@ func (l *OutputLog) writeHeader(room int64) error {
 	binary.LittleEndian.PutUint64(h[24:], uint64(l.headerStart(room)))
 	binary.LittleEndian.PutUint64(h[32:], uint64(l.end))
 	if _, err := l.spill.WriteAt(h, 0); err != nil {
-		return l.failSpill(err)
+		return l.freezeSpill(err)
 	}
 	l.headerAt, l.headerRoom = l.end, room
 	return nil
@@ -179,9 +179,9 @@ func (l *OutputLog) headerStart(room int64) int64 {
 	return min(l.end, max(l.spillStart, l.end+room-l.spillCap))
 }
 
-// failSpill records a disk error: the spill stops, so bytes outside the
-// ring are from now on counted as dropped, and the error is reported by
-// Err and by every read that hits the loss.
+// failSpill records a failed read of the spill: the file is no longer
+// trusted, so bytes outside the ring are from now on counted as dropped,
+// and the error is reported by Err and by every read that hits the loss.
 func (l *OutputLog) failSpill(err error) error {
 	if l.spillErr == nil {
 		l.spillErr = fmt.Errorf("output spill %s: %w", l.spillPath, err)
@@ -189,6 +189,21 @@ func (l *OutputLog) failSpill(err error) error {
 	if l.spill != nil {
 		l.spill.Close()
 		l.spill = nil
+	}
+	return l.spillErr
+}
+
+// freezeSpill records a failed write (the disk is full or failing): the
+// spill takes no more bytes, and the ones it took before, up to the
+// current end, are still read from it. Bytes of the failed write itself
+// (perhaps partly written) are not trusted. A frozen spill's error is
+// reported with every read that hits the loss after it.
+func (l *OutputLog) freezeSpill(err error) error {
+	if l.spillErr == nil {
+		l.spillErr = fmt.Errorf("output spill %s: %w", l.spillPath, err)
+	}
+	if !l.frozen {
+		l.frozen, l.spillHigh = true, l.end
 	}
 	return l.spillErr
 }
@@ -203,7 +218,7 @@ func (l *OutputLog) spillWrite(p []byte) error {
 		pos := off % l.spillCap
 		n := min(int64(len(q)), l.spillCap-pos)
 		if _, err := l.spill.WriteAt(q[:n], spillHeaderSize+pos); err != nil {
-			return l.failSpill(err)
+			return l.freezeSpill(err)
 		}
 		q, off = q[n:], off+n
 	}

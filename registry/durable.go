@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -311,6 +312,25 @@ func (r *Registry) backendFor(name string) sandbox.Backend {
 	return r.cfg.Backends[name]
 }
 
+// attachJournaled attaches a journaled ref through backendFor. A ref the
+// persistent backend does not know may be one an older daemon wrote
+// before that backend had a keeper (OCI containers were held by their
+// monitors alone): the ordinary backend of the name is asked next, so
+// the process is owned (and ended or served), never left running unowned.
+func (r *Registry) attachJournaled(ctx context.Context, name string, ref sandbox.Ref) (sandbox.Backend, sandbox.Handle, error) {
+	be := r.backendFor(name)
+	if be == nil {
+		return nil, nil, fmt.Errorf("backend %q is not configured", name)
+	}
+	h, err := be.Attach(ctx, ref)
+	if plain := r.cfg.Backends[name]; errors.Is(err, sandbox.ErrNotFound) && plain != nil && plain != be {
+		if ph, perr := plain.Attach(ctx, ref); perr == nil {
+			return plain, ph, nil
+		}
+	}
+	return be, h, err
+}
+
 // adoptOne re-attaches one journaled process and publishes it.
 func (r *Registry) adoptOne(ctx context.Context, rec journal.Process) adoptOutcome {
 	k := procKey(rec.Key)
@@ -334,15 +354,9 @@ func (r *Registry) adoptOne(ctx context.Context, rec journal.Process) adoptOutco
 	}
 	ref := refOf(rec)
 	outcome := adoptedRunning
-	be := r.backendFor(rec.Backend.Name)
-	if be != nil {
-		actx, cancel := context.WithTimeout(ctx, adoptBound)
-		p.h, err = be.Attach(actx, ref)
-		cancel()
-	} else {
-		err = fmt.Errorf("backend %q is not configured", rec.Backend.Name)
-	}
-	p.backend = be
+	actx, cancel := context.WithTimeout(ctx, adoptBound)
+	p.backend, p.h, err = r.attachJournaled(actx, rec.Backend.Name, ref)
+	cancel()
 	if err != nil {
 		r.log.Warn("journaled process lost: its backend does not hold it (keeper gone?); it reads as exited, reason removed",
 			append(o.attrs(), "proc", k.short(), "backend", rec.Backend.Name, "err", err)...)

@@ -60,8 +60,8 @@ type OutputLog struct {
 	// frozen: a write to the spill failed (a full disk, say): it takes no
 	// more bytes, but what it holds, [spillStart, spillHigh), is still
 	// served; only [spillHigh, start) is lost. A failed read closes it.
-	frozen    bool
-	spillHigh int64
+	frozen     bool
+	spillHigh  int64
 	header     [spillHeaderSize]byte
 	headerAt   int64 // end offset the header on disk records
 	headerRoom int64 // bytes that may follow headerAt before a new header

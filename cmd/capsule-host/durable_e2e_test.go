@@ -118,10 +118,17 @@ func awaitServing(t testing.TB, c *api.Client, d *daemonProc) time.Duration {
 // as its code.
 func shellCall(t testing.TB, c *api.Client, principal, tool string, in any) (map[string]any, string) {
 	t.Helper()
+	return capsuleCall(t, c, "shell", principal, tool, in)
+}
+
+// capsuleCall is shellCall for a capsule with the shell capsule's tools
+// under another name.
+func capsuleCall(t testing.TB, c *api.Client, capsule, principal, tool string, in any) (map[string]any, string) {
+	t.Helper()
 	b, _ := json.Marshal(in)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: tool, Input: b, Principal: principal})
+	res, err := c.Call(ctx, api.CallRequest{Capsule: capsule, Tool: tool, Input: b, Principal: principal})
 	var ae *api.Error
 	switch {
 	case errors.As(err, &ae) && ae.Code == "tool-error" && isNoSuchProcess(ae.Message):
@@ -163,6 +170,11 @@ func counterLines(t testing.TB, what, mark, text string, first int) int {
 // readAllLogs reads a process's stdout from the start to its current end.
 func readAllLogs(t testing.TB, c *api.Client, principal, id string) string {
 	t.Helper()
+	return readAllLogsOf(t, c, "shell", principal, id)
+}
+
+func readAllLogsOf(t testing.TB, c *api.Client, capsule, principal, id string) string {
+	t.Helper()
 	var sb strings.Builder
 	cursor := ""
 	for i := 0; i < 1000; i++ {
@@ -170,7 +182,7 @@ func readAllLogs(t testing.TB, c *api.Client, principal, id string) string {
 		if cursor != "" {
 			in["cursor"] = cursor
 		}
-		m, code := shellCall(t, c, principal, "read_process_logs", in)
+		m, code := capsuleCall(t, c, capsule, principal, "read_process_logs", in)
 		if code != "" {
 			t.Fatalf("read %s: %s", id, code)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/bwrap"
 	"github.com/capsule-host/capsule-host/sandbox/local"
+	"github.com/capsule-host/capsule-host/sandbox/oci"
 )
 
 // Config configures Serve and Start.
@@ -37,6 +38,10 @@ type Config struct {
 	// Bwrap, when set, makes the embedded backend bubblewrap (with these
 	// options) instead of the local backend; Start passes it on.
 	Bwrap *bwrap.Options
+	// OCI, when set, makes the embedded backend OCI (with these options):
+	// the keeper then holds each container's stdio, which the container's
+	// monitor does not. Start passes it on.
+	OCI *oci.Options
 	// NoCgroups gives the default backend local.Options.NoCgroups: for
 	// tests of the no-cgroup path, where only the session identifies a
 	// dead keeper's orphans.
@@ -63,6 +68,10 @@ func (c Config) withDefaults() Config {
 	}
 	switch {
 	case c.NewBackend != nil:
+	case c.OCI != nil:
+		opts := *c.OCI
+		opts.Name = c.Name
+		c.NewBackend = func() (sandbox.Backend, error) { return oci.New(opts) }
 	case c.Bwrap != nil:
 		opts := *c.Bwrap
 		opts.Name, opts.NoCgroups = c.Name, opts.NoCgroups || c.NoCgroups

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox/bwrap"
+	"github.com/capsule-host/capsule-host/sandbox/oci"
 	"github.com/capsule-host/capsule-host/sandbox/reexec"
 )
 
@@ -71,6 +72,13 @@ func Start(cfg Config) (*Process, error) {
 			return nil, fmt.Errorf("keeper bwrap options: %w", err)
 		}
 		args = append(args, "-bwrap", string(b))
+	}
+	if cfg.OCI != nil {
+		b, err := json.Marshal(cfg.OCI)
+		if err != nil {
+			return nil, fmt.Errorf("keeper oci options: %w", err)
+		}
+		args = append(args, "-oci", string(b))
 	}
 	cmd := reexec.Command(RoleName, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf // Stdin nil: /dev/null
@@ -139,8 +147,16 @@ func roleMain(args []string) int {
 	fs.BoolVar(&cfg.NoCgroups, "no-cgroups", false, "no cgroups in the embedded local backend")
 	readyFD := fs.Int("ready-fd", -1, "descriptor to report readiness on")
 	bw := fs.String("bwrap", "", "bubblewrap options (JSON): embed bwrap instead of local")
+	oc := fs.String("oci", "", "OCI backend options (JSON): embed OCI instead of local")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *oc != "" {
+		cfg.OCI = new(oci.Options)
+		if err := json.Unmarshal([]byte(*oc), cfg.OCI); err != nil {
+			fmt.Fprintf(os.Stderr, "keeper: -oci: %v\n", err)
+			return 2
+		}
 	}
 	if *bw != "" {
 		cfg.Bwrap = new(bwrap.Options)

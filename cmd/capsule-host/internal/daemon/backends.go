@@ -112,15 +112,25 @@ func bwrapOptions(cfg *config.Config) bwrap.Options {
 // newOCI passes the config's runtimes and launch profiles through to the
 // OCI backend, which validates the profiles itself.
 func newOCI(cfg *config.Config) (*oci.Backend, error) {
-	if err := os.MkdirAll(cfg.Backends.OCI.Root, 0o700); err != nil {
+	opts, err := ociOptions(cfg)
+	if err != nil {
 		return nil, err
+	}
+	return oci.New(opts)
+}
+
+// ociOptions are the OCI backend's options from the config: the daemon's
+// own (ephemeral) backend and the OCI keeper's embedded one get the same.
+func ociOptions(cfg *config.Config) (oci.Options, error) {
+	if err := os.MkdirAll(cfg.Backends.OCI.Root, 0o700); err != nil {
+		return oci.Options{}, err
 	}
 	rts := map[string]string{}
 	for n, p := range cfg.Backends.OCI.Runtimes {
 		if !filepath.IsAbs(p) {
 			lp, err := exec.LookPath(p)
 			if err != nil {
-				return nil, fmt.Errorf("runtime %q: %q not found in PATH", n, p)
+				return oci.Options{}, fmt.Errorf("runtime %q: %q not found in PATH", n, p)
 			}
 			if lp, err = filepath.Abs(lp); err == nil {
 				p = lp
@@ -159,10 +169,10 @@ func newOCI(cfg *config.Config) (*oci.Backend, error) {
 	}
 	if p := cfg.Backends.OCI.Init; p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("backends.oci.init: %w (build it: gcc -static -Os -o capsule-oci-init sandbox/oci/init/capsule-oci-init.c)", err)
+			return oci.Options{}, fmt.Errorf("backends.oci.init: %w (build it: gcc -static -Os -o capsule-oci-init sandbox/oci/init/capsule-oci-init.c)", err)
 		}
 	}
 	// Init "" lets the backend find capsule-oci-init beside this binary
 	// or in PATH; a configured one must exist and be static (New checks).
-	return oci.New(oci.Options{Root: cfg.Backends.OCI.Root, Profiles: profiles, Runtimes: rts, Init: cfg.Backends.OCI.Init})
+	return oci.Options{Root: cfg.Backends.OCI.Root, Profiles: profiles, Runtimes: rts, Init: cfg.Backends.OCI.Init}, nil
 }

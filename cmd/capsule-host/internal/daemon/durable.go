@@ -19,8 +19,8 @@ import (
 
 // durable is what makes persistent processes outlive the daemon: the
 // state directory's lock, its keys, the journal, and one keeper-backed
-// backend per keepable backend (local, bwrap). OCI containers already
-// outlive the daemon through their monitors (LifetimeBackend refs).
+// backend per enabled backend (local, bwrap, OCI): the keeper holds each
+// persistent process's stdio and output logs.
 type durable struct {
 	lock    *statedir.DirLock
 	jr      *journal.Journal
@@ -74,8 +74,8 @@ func openDurable(cfg *config.Config, salvage bool, lg *slog.Logger) (d *durable,
 	return d, nil
 }
 
-// persistentBackends are the keeper-backed twins of the enabled local and
-// bwrap backends, by the same names: persistent spawns go there.
+// persistentBackends are the keeper-backed twins of the enabled local,
+// bwrap and OCI backends, by the same names: persistent spawns go there.
 func (d *durable) persistentBackends(cfg *config.Config, set backendSet) (map[string]sandbox.Backend, error) {
 	out := map[string]sandbox.Backend{}
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "keeper"), 0o700); err != nil {
@@ -88,6 +88,14 @@ func (d *durable) persistentBackends(cfg *config.Config, set backendSet) (map[st
 		case "bwrap":
 			opts := bwrapOptions(cfg) // the same sandbox as the daemon's own bwrap
 			kc.Bwrap = &opts
+		case "oci":
+			// The keeper, not the daemon, holds a persistent container's
+			// stdio: a daemon's death must not close its pipes.
+			opts, err := ociOptions(cfg)
+			if err != nil {
+				return nil, err
+			}
+			kc.OCI = &opts
 		default:
 			continue
 		}

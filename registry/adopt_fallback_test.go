@@ -20,14 +20,8 @@ import (
 // process must come back running and owned, not read as lost while it
 // runs on.
 func TestAdoptFallsBackToTheOrdinaryBackend(t *testing.T) {
-	dir, err := os.MkdirTemp("", "regfallback-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o700)
+	dir, keys := durableDir(t, "regfallback-")
 	jpath := filepath.Join(dir, "journal.db")
-	keys := &Keys{Hash: [32]byte{4}, MAC: [32]byte{5}, Seal: [32]byte{6}}
 	newKeeper := func(name string) *keeper.Backend {
 		d := filepath.Join(dir, name)
 		os.Mkdir(d, 0o700)

@@ -222,3 +222,17 @@ func (e *env) readUntil(ctx context.Context, id string, s Stream, want string) [
 func isErr(err, class error) bool { return err != nil && errors.Is(err, class) }
 
 func ptr[T any](v T) *T { return &v }
+
+// durableDir is a 0700 directory for a test's journal and keepers,
+// outside t.TempDir (a keeper's socket path must stay short), removed at
+// the end, and the registry keys its daemons share.
+func durableDir(t testing.TB, prefix string) (string, *Keys) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o700)
+	return dir, &Keys{Hash: [32]byte{1}, MAC: [32]byte{2}, Seal: [32]byte{3}}
+}

@@ -18,15 +18,9 @@ import (
 // the journaled (resized) size from the output log, and the snapshot
 // equals the one taken before; the terminal still takes keys.
 func TestTerminalSurvivesRestart(t *testing.T) {
-	dir, err := os.MkdirTemp("", "regterm-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o700)
+	dir, keys := durableDir(t, "regterm-")
 	kdir, jpath := filepath.Join(dir, "keeper"), filepath.Join(dir, "journal.db")
 	os.Mkdir(kdir, 0o700)
-	keys := &Keys{Hash: [32]byte{1}, MAC: [32]byte{2}, Seal: [32]byte{3}}
 	daemon := func() (*env, *keeper.Backend, *journal.Journal) {
 		jr, _, err := journal.Open(jpath, journal.Options{})
 		if err != nil {

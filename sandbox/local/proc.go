@@ -42,6 +42,13 @@ type proc struct {
 	stopPumps chan struct{}
 	readers   []*os.File
 	pumpsLeft int // guarded by mu
+	// loopStreams are its streams on the pump loop (guarded by loop.mu).
+	loopStreams []*loopStream
+	// live and rootSeen (guarded by mu) hand a watched root's exit
+	// (Multiplex) to settling: whichever of the start's end and the
+	// watcher's report comes second starts it.
+	live     bool
+	rootSeen *rootEvent
 
 	// sigMu orders signals before the root is reaped: once reaped is set
 	// nothing is signalled any more (the PID may be reused).
@@ -159,6 +166,6 @@ func (p *proc) start(argv []string) (err error) {
 	// From here the process runs: nothing is undone.
 	p.startPumps(s.outR, s.errR)
 	p.startStdin(s.stdinW)
-	go p.run()
+	p.goLive()
 	return nil
 }

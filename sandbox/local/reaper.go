@@ -53,14 +53,16 @@ type reaperState struct {
 	// never taken for one of these.
 	lingering map[int]time.Time
 	prefixes  map[string]int
-	kick      chan struct{}
+	// watched: the roots whose exit the watcher reports (watch.go).
+	watched map[int]func(rootEvent)
+	kick    chan struct{}
 }
 
 // lingerFor bounds how long a settled session's stragglers stay ours.
 const lingerFor = time.Minute
 
 var (
-	reaper     = &reaperState{roots: map[int]int{}, sessions: map[int]int{}, lingering: map[int]time.Time{}, prefixes: map[string]int{}, kick: make(chan struct{}, 1)}
+	reaper     = &reaperState{roots: map[int]int{}, sessions: map[int]int{}, lingering: map[int]time.Time{}, prefixes: map[string]int{}, watched: map[int]func(rootEvent){}, kick: make(chan struct{}, 1)}
 	reaperOnce sync.Once
 	reaperErr  error
 )
@@ -88,17 +90,23 @@ func startReaper() error {
 		go func() {
 			t := time.NewTicker(time.Second)
 			for {
+				signalled := false
 				select {
 				case <-ch:
-					// Coalesce bursts of SIGCHLD: one scan per few ms.
-					time.Sleep(5 * time.Millisecond)
+					signalled = true
 				case <-t.C:
 				case <-reaper.kick:
 				}
+				reaper.peekRoots()
 				// One cheap waitid first: most wake-ups find no zombie
 				// at all, and then there is nothing to list.
 				if anyZombieChild() {
 					reaper.scan(nil)
+				}
+				if signalled {
+					// Coalesce bursts of SIGCHLD: one orphan scan per few
+					// ms (a signal meanwhile is kept by the channel).
+					time.Sleep(5 * time.Millisecond)
 				}
 			}
 		}()

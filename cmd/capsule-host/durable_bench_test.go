@@ -130,5 +130,9 @@ func liveCost(b *testing.B, bin string, n int) (base, all procfs.Footprint) {
 			base = measure()
 		}
 	}
-	return base, measure()
+	all = measure()
+	// Logged as well: a stop that fails at the deferred endServe (a
+	// loaded machine) fails the run before its metrics are reported.
+	b.Logf("N=%d: RSS %d → %d KiB, fds %d → %d, threads %d → %d (base after %d)", n, base.RSSKiB, all.RSSKiB, base.FDs, all.FDs, base.Threads, all.Threads, testutil.Warm(n))
+	return base, all
 }

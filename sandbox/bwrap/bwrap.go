@@ -474,6 +474,15 @@ func (h *handle) Resize(rows, cols uint16) error {
 
 var _ sandbox.Resizer = (*handle)(nil)
 
+// AfterDone implements sandbox.AfterDoner: the local backend's.
+func (h *handle) AfterDone(f func()) {
+	if a, ok := h.Handle.(sandbox.AfterDoner); ok {
+		a.AfterDone(f)
+		return
+	}
+	go func() { <-h.Done(); f() }()
+}
+
 func (h *handle) exited() bool {
 	select {
 	case <-h.Done():

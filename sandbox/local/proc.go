@@ -69,6 +69,9 @@ type proc struct {
 	mu       sync.Mutex
 	released bool
 	cleaned  bool
+	// afterDone: AfterDone's functions, run once settled (hooksRan).
+	afterDone []func()
+	hooksRan  bool
 }
 
 var _ sandbox.Handle = (*proc)(nil)

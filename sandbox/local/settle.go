@@ -81,6 +81,13 @@ func (p *proc) run(ev *rootEvent) {
 	p.exit = exit
 	close(p.done)
 	p.recycleGroup()
+	p.mu.Lock()
+	hooks := p.afterDone
+	p.afterDone, p.hooksRan = nil, true
+	p.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 }
 
 // rootExit waits for the root to exit, leaving it a zombie, without an

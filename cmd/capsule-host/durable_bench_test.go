@@ -120,6 +120,9 @@ func liveCost(b *testing.B, bin string, n int) (base, all procfs.Footprint) {
 		if err1 != nil || err2 != nil {
 			b.Fatal(err1, err2)
 		}
+		// The parts too: the daemon's RSS swings by megabytes with its
+		// heap, which can hide the keeper's per-process figure.
+		b.Logf("N=%d: keeper RSS %d KiB, fds %d; daemon RSS %d KiB, fds %d", n, kf.RSSKiB, kf.FDs, df.RSSKiB, df.FDs)
 		return df.Add(kf)
 	}
 	for i := 0; i < n; i++ {

@@ -124,6 +124,9 @@ func (lp *pumpLoop) run() {
 // serve reads what s's pipe holds, up to its log's room and the buffer,
 // into the log; at EOF or an error (a PTY master's EIO) the stream ends.
 func (lp *pumpLoop) serve(s *loopStream) {
+	if s.parked {
+		return // parked by an earlier event of the same batch
+	}
 	room := s.l.WaitSpace(closedStop) // never blocks: 0 means full
 	if room == 0 {
 		lp.park(s)

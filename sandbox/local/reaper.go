@@ -73,15 +73,18 @@ func startReaper() error {
 			reaperErr = fmt.Errorf("become child subreaper: %w", err)
 			return
 		}
-		// Our own trees' cgroups, in whatever hierarchy they live.
+		// Our own trees' cgroups, in whatever hierarchy they live: the
+		// names this host process gives (groupName), not every group
+		// under the parent, where another host's (or a test's) children
+		// may sit.
 		if s, err := cgroups.Detect(); err == nil {
 			sweepStale(s)
 			if s.V2 != "" {
-				reaper.prefixes[joinCg(s.V2Path, cgroups.Parent)]++
+				reaper.prefixes[joinCg(s.V2Path, cgroups.Parent)+hostTag+"-"]++
 			}
 			for c, p := range s.V1Paths {
 				if c == "memory" || c == "pids" {
-					reaper.prefixes[joinCg(p, cgroups.Parent)]++
+					reaper.prefixes[joinCg(p, cgroups.Parent)+hostTag+"-"]++
 				}
 			}
 		}
@@ -97,16 +100,17 @@ func startReaper() error {
 				case <-t.C:
 				case <-reaper.kick:
 				}
+				// Watched roots at once: their settling waits on it.
 				reaper.peekRoots()
-				// One cheap waitid first: most wake-ups find no zombie
-				// at all, and then there is nothing to list.
-				if anyZombieChild() {
-					reaper.scan(nil)
-				}
 				if signalled {
 					// Coalesce bursts of SIGCHLD: one orphan scan per few
 					// ms (a signal meanwhile is kept by the channel).
 					time.Sleep(5 * time.Millisecond)
+				}
+				// One cheap waitid first: most wake-ups find no zombie
+				// at all, and then there is nothing to list.
+				if anyZombieChild() {
+					reaper.scan(nil)
 				}
 			}
 		}()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strconv"
 	"time"
 )
@@ -62,14 +63,30 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 	}
 	defer rc.Close()
 	if out == nil {
-		_, _ = io.Copy(io.Discard, rc)
-		return nil
+		return c.rest(ctx, rc)
 	}
 	if err := json.NewDecoder(rc).Decode(out); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, ErrUnreachable) {
+			// A body without a length that ended mid-value.
+			err = c.cutOff(err)
+		}
 		return fmt.Errorf("decoding the daemon's answer to %s %s: %w", method, path, err)
+	}
+	return c.rest(ctx, rc)
+}
+
+// rest reads what follows the answer up to the body's end: a body cut
+// off right after a complete JSON value is ErrUnreachable too, not a
+// short answer taken as whole.
+func (c *Client) rest(ctx context.Context, rc io.Reader) error {
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
 	}
 	return nil
 }
@@ -105,8 +122,32 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (io.Re
 		}
 		return nil, &Error{Status: status, Code: er.Error.Code, Message: er.Error.Message, ToolCode: er.Error.ToolCode}
 	}
-	return rc, nil
+	return cutReader{rc: rc, c: c}, nil
 }
+
+// cutOff is the error of an answer the daemon stopped sending midway (it
+// was killed, or the connection reset): the daemon is gone, so
+// ErrUnreachable, with the read error for a person.
+func (c *Client) cutOff(err error) error {
+	return fmt.Errorf("%w at %s: the answer was cut off: %w", ErrUnreachable, c.where, err)
+}
+
+// cutReader is a 2xx answer's body: a read that fails before the body's
+// end (io.ErrUnexpectedEOF, a reset) is ErrUnreachable.
+type cutReader struct {
+	rc io.ReadCloser
+	c  *Client
+}
+
+func (r cutReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, ErrUnreachable) && !errors.Is(err, os.ErrClosed) {
+		err = r.c.cutOff(err)
+	}
+	return n, err
+}
+
+func (r cutReader) Close() error { return r.rc.Close() }
 
 // Health asks whether the daemon is up.
 func (c *Client) Health(ctx context.Context) (Health, error) {

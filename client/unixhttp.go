@@ -133,7 +133,7 @@ func framing(chunked bool, length int64, status int) func(*bufio.Reader) io.Read
 		length = 0
 	}
 	if length >= 0 {
-		return func(br *bufio.Reader) io.Reader { return io.LimitReader(br, length) }
+		return func(br *bufio.Reader) io.Reader { return &lengthReader{r: br, left: length} }
 	}
 	return func(br *bufio.Reader) io.Reader { return br }
 }
@@ -196,6 +196,29 @@ func (c *chunkedReader) Read(p []byte) (int, error) {
 		}
 	}
 	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// lengthReader reads a Content-Length body: an end before length bytes
+// is io.ErrUnexpectedEOF (the daemon died mid-answer), never a short
+// body that reads as complete.
+type lengthReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (l *lengthReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	if err == io.EOF && l.left > 0 {
 		err = io.ErrUnexpectedEOF
 	}
 	return n, err

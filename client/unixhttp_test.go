@@ -132,3 +132,54 @@ func TestUnixTransportMalformed(t *testing.T) {
 		}
 	}
 }
+
+// An answer the daemon stops sending midway (a kill -9 of serve, here a
+// real server that drops the connection after part of the body) is
+// ErrUnreachable, never io.ErrUnexpectedEOF alone or a short body read as
+// complete: for every framing, over the unix transport and net/http's.
+func TestCutOffAnswerIsUnreachable(t *testing.T) {
+	cases := []struct{ name, head, body string }{
+		{"content-length", "Content-Length: 100\r\n", `{"status":"ok","ver`},
+		{"content-length-at-a-value-end", "Content-Length: 100\r\n", `{"status":"ok"}`},
+		{"chunked", "Transfer-Encoding: chunked\r\n", "13\r\n{\"status\":\"ok\",\"ver\r\n"},
+		{"until-close", "", `{"status":"ok","ver`},
+	}
+	for _, tc := range cases {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			conn, bw, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			bw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n" + tc.head + "\r\n" + tc.body)
+			bw.Flush()
+			conn.Close() // the daemon is gone mid-answer
+		})
+		for _, tr := range []string{"unix", "tcp"} {
+			t.Run(tc.name+"/"+tr, func(t *testing.T) {
+				var c *Client
+				if tr == "unix" {
+					c = NewUnix(serveUnix(t, h))
+				} else {
+					l, err := net.Listen("tcp", "127.0.0.1:0")
+					if err != nil {
+						t.Fatal(err)
+					}
+					srv := &http.Server{Handler: h}
+					go srv.Serve(l)
+					t.Cleanup(func() { srv.Close() })
+					c = NewTCP(l.Addr().String(), "")
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				_, err := c.Health(ctx)
+				if !errors.Is(err, ErrUnreachable) {
+					t.Fatalf("a cut-off answer: %v (%T), want ErrUnreachable", err, err)
+				}
+				if !strings.Contains(err.Error(), "cut off") {
+					t.Errorf("the message does not say the answer was cut off: %v", err)
+				}
+			})
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // Chunk is one read of an OutputLog.
@@ -69,6 +70,7 @@ type OutputLog struct {
 	closed  bool
 	removed bool
 	changed chan struct{}
+	hook    atomic.Pointer[func()] // OnChange
 
 	drainMu  sync.Mutex
 	drainCur int64
@@ -108,6 +110,7 @@ func (l *OutputLog) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	defer l.fireHook() // after the unlock
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed || l.removed {
@@ -158,6 +161,7 @@ func (l *OutputLog) notifyLocked() {
 // CloseWrite marks the end of the stream (EOF). Idempotent. It returns
 // the spill error, if any.
 func (l *OutputLog) CloseWrite() error {
+	defer l.fireHook() // after the unlock
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -400,6 +404,18 @@ func (l *OutputLog) Changed() <-chan struct{} {
 		l.changed = make(chan struct{})
 	}
 	return l.changed
+}
+
+// OnChange sets f to be called after every write and at the close, on
+// the writer's goroutine and outside the log's lock, so that a follower
+// of many logs (the keeper's feed) needs no goroutine per log. f must
+// not block; Changed is for those that wait.
+func (l *OutputLog) OnChange(f func()) { l.hook.Store(&f) }
+
+func (l *OutputLog) fireHook() {
+	if f := l.hook.Load(); f != nil {
+		(*f)()
+	}
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()

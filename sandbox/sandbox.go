@@ -294,6 +294,14 @@ type Resizer interface {
 	Resize(rows, cols uint16) error
 }
 
+// AfterDoner is implemented by handles that can call a function once
+// the process has settled (Done closed), so that a follower of many
+// processes (the keeper) parks no goroutine per process to learn of
+// exits. The local backend's handles are, and bwrap's, which are local's.
+type AfterDoner interface {
+	AfterDone(f func())
+}
+
 // CheckTerminalSize refuses a window size outside 1..MaxTerminalSize,
 // naming the field, with ErrInvalidSpec.
 func CheckTerminalSize(rows, cols uint16) error {

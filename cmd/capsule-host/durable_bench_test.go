@@ -120,6 +120,9 @@ func liveCost(b *testing.B, bin string, n int) (base, all procfs.Footprint) {
 		if err1 != nil || err2 != nil {
 			b.Fatal(err1, err2)
 		}
+		// The parts too: the daemon's RSS swings by megabytes with its
+		// heap, which can hide the keeper's per-process figure.
+		b.Logf("N=%d: keeper RSS %d KiB, fds %d; daemon RSS %d KiB, fds %d", n, kf.RSSKiB, kf.FDs, df.RSSKiB, df.FDs)
 		return df.Add(kf)
 	}
 	for i := 0; i < n; i++ {
@@ -130,5 +133,9 @@ func liveCost(b *testing.B, bin string, n int) (base, all procfs.Footprint) {
 			base = measure()
 		}
 	}
-	return base, measure()
+	all = measure()
+	// Logged as well: a stop that fails at the deferred endServe (a
+	// loaded machine) fails the run before its metrics are reported.
+	b.Logf("N=%d: RSS %d → %d KiB, fds %d → %d, threads %d → %d (base after %d)", n, base.RSSKiB, all.RSSKiB, base.FDs, all.FDs, base.Threads, all.Threads, testutil.Warm(n))
+	return base, all
 }

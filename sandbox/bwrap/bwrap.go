@@ -65,6 +65,8 @@ type Options struct {
 	Mask []string
 	// NoCgroups is passed to the local backend (tests of the fallback).
 	NoCgroups bool
+	// Multiplex is passed to the local backend (the keeper sets it).
+	Multiplex bool
 	// User, when set, is the unprivileged host uid:gid the sandboxed
 	// program runs as. Needed when the daemon is root: bwrap then maps
 	// sandbox root to host root with every capability in its user
@@ -191,7 +193,7 @@ func New(opts Options) (*Backend, error) {
 	if name == "" {
 		name = "bwrap"
 	}
-	lb, err := local.New(local.Options{Name: name, Wrap: b.wrap, NoCgroups: opts.NoCgroups})
+	lb, err := local.New(local.Options{Name: name, Wrap: b.wrap, NoCgroups: opts.NoCgroups, Multiplex: opts.Multiplex})
 	if err != nil {
 		return nil, err
 	}
@@ -471,6 +473,15 @@ func (h *handle) Resize(rows, cols uint16) error {
 }
 
 var _ sandbox.Resizer = (*handle)(nil)
+
+// AfterDone implements sandbox.AfterDoner: the local backend's.
+func (h *handle) AfterDone(f func()) {
+	if a, ok := h.Handle.(sandbox.AfterDoner); ok {
+		a.AfterDone(f)
+		return
+	}
+	go func() { <-h.Done(); f() }()
+}
 
 func (h *handle) exited() bool {
 	select {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"sort"
 	"sync"
+
+	"github.com/capsule-host/capsule-host/sandbox"
 )
 
 // The change feed: what lets one long poll per connection (watch_all)
@@ -167,6 +169,39 @@ func (e *entry) change() procChange {
 		*st = stateOf(l)
 	}
 	return pc
+}
+
+// follow enters a live process in the table and the feed, and follows
+// it: through hooks where its handle and logs have them (the embedded
+// local and bwrap backends), which costs no goroutine per process; else
+// with a monitor goroutine. The hooks are set before the process enters
+// the feed, so every change after that note is noted again.
+func (s *server) follow(e *entry) {
+	a, ok := e.h.(sandbox.AfterDoner)
+	var ols [2]*sandbox.OutputLog
+	for i, l := range e.logs {
+		if ols[i], _ = l.(*sandbox.OutputLog); ols[i] == nil {
+			ok = false
+		}
+	}
+	if ok {
+		note := func() { s.feed.note(e.id, false) }
+		for _, l := range ols {
+			l.OnChange(note)
+		}
+	}
+	s.mu.Lock()
+	s.table[e.id] = e
+	s.mu.Unlock()
+	s.feed.note(e.id, false)
+	if !ok {
+		go s.monitor(e)
+		return
+	}
+	a.AfterDone(func() {
+		s.recordExit(e)
+		s.feed.note(e.id, false)
+	})
 }
 
 // monitor follows a live process for the feed: every change of its

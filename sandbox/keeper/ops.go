@@ -70,11 +70,7 @@ func (s *server) startEntry(ctx context.Context, spec sandbox.ProcessSpec) (*ent
 		os.RemoveAll(d)
 		return nil, fmt.Errorf("keeper: %w: %w", sandbox.ErrUnavailable, err)
 	}
-	s.mu.Lock()
-	s.table[id] = e
-	s.mu.Unlock()
-	s.feed.note(id, false)
-	go s.monitor(e)
+	s.follow(e)
 	return e, nil
 }
 

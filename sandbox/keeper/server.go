@@ -75,9 +75,12 @@ func (c Config) withDefaults() Config {
 	case c.Bwrap != nil:
 		opts := *c.Bwrap
 		opts.Name, opts.NoCgroups = c.Name, opts.NoCgroups || c.NoCgroups
+		opts.Multiplex = true
 		c.NewBackend = func() (sandbox.Backend, error) { return bwrap.New(opts) }
 	default:
-		opts := local.Options{NoCgroups: c.NoCgroups}
+		// Multiplex: a live process costs the keeper its pipes and no
+		// goroutine, pidfd or thread (RFC §16).
+		opts := local.Options{NoCgroups: c.NoCgroups, Multiplex: true}
 		c.NewBackend = func() (sandbox.Backend, error) { return local.New(opts) }
 	}
 	if c.Logf == nil {

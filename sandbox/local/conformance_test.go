@@ -23,3 +23,13 @@ func TestConformance(t *testing.T) {
 		HostPIDs: true,
 	})
 }
+
+// TestConformanceMultiplex runs the suite with the keeper's mode: output
+// on the shared epoll loop, roots watched by SIGCHLD without a pidfd.
+func TestConformanceMultiplex(t *testing.T) {
+	backendtest.Run(t, backendtest.Factory{
+		New:      func(t testing.TB) sandbox.Backend { return newBackend(t, local.Options{Multiplex: true}) },
+		Shell:    "/bin/sh",
+		HostPIDs: true,
+	})
+}

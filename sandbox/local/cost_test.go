@@ -23,6 +23,7 @@ import (
 // liveCost is the host's growth while n processes sleep.
 type liveCost struct {
 	threads, fds float64 // per process
+	goroutines   float64 // per process
 	// Per process: VmRSS, and the Go heap and goroutine stacks in use.
 	rssKiB, heapKiB, stackKiB float64
 }
@@ -82,6 +83,7 @@ func fdKinds() map[string]int {
 // hostSample is the host's footprint at one moment, after a GC.
 type hostSample struct {
 	threads, fds, rssKiB, heap, stack int64
+	goroutines                        int64
 	fdKinds                           map[string]int
 }
 
@@ -94,12 +96,13 @@ func sampleHost(t testing.TB) hostSample {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return hostSample{
-		threads: selfStatus(t, "Threads"),
-		fds:     int64(openFDs(t)),
-		fdKinds: fdKinds(),
-		rssKiB:  selfStatus(t, "VmRSS"),
-		heap:    int64(ms.HeapInuse),
-		stack:   int64(ms.StackInuse),
+		threads:    selfStatus(t, "Threads"),
+		goroutines: int64(runtime.NumGoroutine()),
+		fds:        int64(openFDs(t)),
+		fdKinds:    fdKinds(),
+		rssKiB:     selfStatus(t, "VmRSS"),
+		heap:       int64(ms.HeapInuse),
+		stack:      int64(ms.StackInuse),
 	}
 }
 
@@ -143,8 +146,8 @@ func settleBlocked(t testing.TB, n int) {
 
 // measureLive starts n `sleep 1000` processes, measures the host's growth
 // once they all wait, then kills and cleans them up (also on failure).
-func measureLive(t testing.TB, n int) liveCost {
-	be, err := local.New(local.Options{})
+func measureLive(t testing.TB, n int, opts local.Options) liveCost {
+	be, err := local.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +186,9 @@ func measureLive(t testing.TB, n int) liveCost {
 		}
 		hs = append(hs, h)
 	}
-	settleBlocked(t, n)
+	if !opts.Multiplex {
+		settleBlocked(t, n) // multiplexed, nothing waits per process
+	}
 	after := sampleHost(t)
 	per := func(a, b int64) float64 { return float64(a-b) / float64(n) }
 	for k, v := range after.fdKinds {
@@ -192,11 +197,12 @@ func measureLive(t testing.TB, n int) liveCost {
 		}
 	}
 	return liveCost{
-		threads:  per(after.threads, before.threads),
-		fds:      per(after.fds, before.fds),
-		rssKiB:   per(after.rssKiB, before.rssKiB),
-		heapKiB:  per(after.heap, before.heap) / 1024,
-		stackKiB: per(after.stack, before.stack) / 1024,
+		threads:    per(after.threads, before.threads),
+		goroutines: per(after.goroutines, before.goroutines),
+		fds:        per(after.fds, before.fds),
+		rssKiB:     per(after.rssKiB, before.rssKiB),
+		heapKiB:    per(after.heap, before.heap) / 1024,
+		stackKiB:   per(after.stack, before.stack) / 1024,
 	}
 }
 
@@ -207,7 +213,7 @@ func measureLive(t testing.TB, n int) liveCost {
 func TestLiveProcessCostsNoThread(t *testing.T) {
 	const n = 50
 	before := selfStatus(t, "Threads")
-	c := measureLive(t, n)
+	c := measureLive(t, n, local.Options{})
 	grew := c.threads * n
 	t.Logf("%d live processes: threads %+.0f (from %d), fds %.1f, RSS %.1f KiB, heap %.1f KiB per process", n, grew, before, c.fds, c.rssKiB, c.heapKiB)
 	if grew >= 10 {
@@ -219,16 +225,47 @@ func TestLiveProcessCostsNoThread(t *testing.T) {
 	}
 }
 
+// Multiplexed (the keeper's mode), a live process costs its two pipe
+// descriptors and nothing else that grows with the count: no pidfd, no
+// goroutine (the pumps are one loop, the exit one SIGCHLD watcher, the
+// settle goroutine starts at the exit), no thread.
+func TestMultiplexedProcessCostsPipesOnly(t *testing.T) {
+	const n = 50
+	c := measureLive(t, n, local.Options{Multiplex: true})
+	t.Logf("%d live processes: goroutines %.2f, threads %.2f, fds %.2f, RSS %.1f KiB, heap %.1f KiB per process", n, c.goroutines, c.threads, c.fds, c.rssKiB, c.heapKiB)
+	if c.fds > 2 {
+		t.Errorf("%.2f descriptors per live process, want 2 (the output pipes; no pidfd)", c.fds)
+	}
+	if grew := c.goroutines * n; grew >= 5 {
+		t.Errorf("%d live processes grew the host by %.0f goroutines, want < 5", n, grew)
+	}
+	if grew := c.threads * n; grew >= 10 {
+		t.Errorf("%d live processes grew the host by %.0f OS threads, want < 10", n, grew)
+	}
+}
+
 // BenchmarkLiveCost reports what one live `sleep` costs the host, over
 // 200 of them at once (run with -benchtime 1x: one round is the sample).
 //
 //	go test -run '^$' -bench LiveCost -benchtime 1x ./sandbox/local/
 func BenchmarkLiveCost(b *testing.B) {
 	const n = 200
-	var c liveCost
-	for i := 0; i < b.N; i++ {
-		c = measureLive(b, n)
+	for _, mode := range []struct {
+		name string
+		opts local.Options
+	}{{"pidfd", local.Options{}}, {"multiplex", local.Options{Multiplex: true}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			var c liveCost
+			for i := 0; i < b.N; i++ {
+				c = measureLive(b, n, mode.opts)
+			}
+			reportLive(b, c)
+		})
 	}
+}
+
+func reportLive(b *testing.B, c liveCost) {
+	b.ReportMetric(c.goroutines, "goroutines/proc")
 	b.ReportMetric(c.threads, "threads/proc")
 	b.ReportMetric(c.rssKiB, "rss-KiB/proc")
 	b.ReportMetric(c.heapKiB, "heap-KiB/proc")

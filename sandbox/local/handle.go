@@ -35,6 +35,23 @@ func (p *proc) Stderr() sandbox.Log { return p.stderr }
 // Done implements sandbox.Handle.
 func (p *proc) Done() <-chan struct{} { return p.done }
 
+var _ sandbox.AfterDoner = (*proc)(nil)
+
+// AfterDone implements sandbox.AfterDoner: it calls f once the process has settled (Done is closed): on
+// the settle goroutine, or on a goroutine of its own if it has settled
+// already. A keeper of many processes then learns of every exit without
+// a goroutine parked per process.
+func (p *proc) AfterDone(f func()) {
+	p.mu.Lock()
+	if !p.hooksRan {
+		p.afterDone = append(p.afterDone, f)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	go f()
+}
+
 // Wait implements sandbox.Handle.
 func (p *proc) Wait(ctx context.Context) (sandbox.Exit, error) {
 	select {

@@ -50,6 +50,14 @@ type Options struct {
 	// of the fallback path; memory and pids limits then give
 	// ErrLimitsUnsupported.
 	NoCgroups bool
+	// Multiplex follows every process without a descriptor or goroutine
+	// of its own while it runs: one shared epoll loop reads all output
+	// pipes (loop.go) and one SIGCHLD watcher notices every root's exit
+	// (watch.go) instead of a pidfd each; the settle goroutine starts at
+	// the exit. For a host process that keeps many long-lived trees (the
+	// keeper); a live process then costs two pipe descriptors (one PTY
+	// master with a terminal) and no goroutine.
+	Multiplex bool
 }
 
 // Backend is the local backend. Safe for concurrent use.
@@ -59,6 +67,7 @@ type Backend struct {
 	cg   *cgroups.System // nil: no cgroups
 	// checkArgv0: see Options.NoArgv0Check.
 	checkArgv0 bool
+	multiplex  bool
 
 	mu    sync.Mutex
 	procs map[string]*proc
@@ -69,7 +78,7 @@ var _ sandbox.Backend = (*Backend)(nil)
 // New returns a local backend. It makes the host process a child subreaper
 // (process-wide and idempotent) and starts the shared orphan reaper.
 func New(opts Options) (*Backend, error) {
-	b := &Backend{name: opts.Name, wrap: opts.Wrap, checkArgv0: opts.Wrap != nil && !opts.NoArgv0Check, procs: map[string]*proc{}}
+	b := &Backend{name: opts.Name, wrap: opts.Wrap, checkArgv0: opts.Wrap != nil && !opts.NoArgv0Check, multiplex: opts.Multiplex, procs: map[string]*proc{}}
 	if b.name == "" {
 		b.name = "local"
 	}

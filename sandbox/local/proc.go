@@ -42,6 +42,13 @@ type proc struct {
 	stopPumps chan struct{}
 	readers   []*os.File
 	pumpsLeft int // guarded by mu
+	// loopStreams are its streams on the pump loop (guarded by loop.mu).
+	loopStreams []*loopStream
+	// live and rootSeen (guarded by mu) hand a watched root's exit
+	// (Multiplex) to settling: whichever of the start's end and the
+	// watcher's report comes second starts it.
+	live     bool
+	rootSeen *rootEvent
 
 	// sigMu orders signals before the root is reaped: once reaped is set
 	// nothing is signalled any more (the PID may be reused).
@@ -62,6 +69,9 @@ type proc struct {
 	mu       sync.Mutex
 	released bool
 	cleaned  bool
+	// afterDone: AfterDone's functions, run once settled (hooksRan).
+	afterDone []func()
+	hooksRan  bool
 }
 
 var _ sandbox.Handle = (*proc)(nil)
@@ -159,6 +169,6 @@ func (p *proc) start(argv []string) (err error) {
 	// From here the process runs: nothing is undone.
 	p.startPumps(s.outR, s.errR)
 	p.startStdin(s.stdinW)
-	go p.run()
+	p.goLive()
 	return nil
 }

@@ -22,13 +22,23 @@ func (p *proc) startPumps(outR, errR *os.File) {
 	if errR == nil {
 		p.readers, p.pumpsLeft = []*os.File{outR}, 1
 		p.stderr.CloseWrite()
-		go p.pump(outR, p.stdout)
+		p.pumpOn(outR, p.stdout)
 		return
 	}
 	p.readers = []*os.File{outR, errR}
 	p.pumpsLeft = 2
-	go p.pump(outR, p.stdout)
-	go p.pump(errR, p.stderr)
+	p.pumpOn(outR, p.stdout)
+	p.pumpOn(errR, p.stderr)
+}
+
+// pumpOn follows one stream: on the shared loop (Options.Multiplex,
+// loop.go), or with a pump goroutine of its own, which is also the
+// fallback should the loop refuse it.
+func (p *proc) pumpOn(r *os.File, l *sandbox.OutputLog) {
+	if p.b.multiplex && loop.add(p, r, l) == nil {
+		return
+	}
+	go p.pump(r, l)
 }
 
 // drain waits for the pumps up to the spec's drain bound: a descendant
@@ -56,6 +66,9 @@ func (p *proc) stopPumpsNow() {
 		r.SetReadDeadline(pastDeadline)
 	}
 	p.mu.Unlock()
+	if p.b.multiplex {
+		loop.stop(p)
+	}
 	<-p.pumpsDone
 }
 

@@ -53,14 +53,16 @@ type reaperState struct {
 	// never taken for one of these.
 	lingering map[int]time.Time
 	prefixes  map[string]int
-	kick      chan struct{}
+	// watched: the roots whose exit the watcher reports (watch.go).
+	watched map[int]func(rootEvent)
+	kick    chan struct{}
 }
 
 // lingerFor bounds how long a settled session's stragglers stay ours.
 const lingerFor = time.Minute
 
 var (
-	reaper     = &reaperState{roots: map[int]int{}, sessions: map[int]int{}, lingering: map[int]time.Time{}, prefixes: map[string]int{}, kick: make(chan struct{}, 1)}
+	reaper     = &reaperState{roots: map[int]int{}, sessions: map[int]int{}, lingering: map[int]time.Time{}, prefixes: map[string]int{}, watched: map[int]func(rootEvent){}, kick: make(chan struct{}, 1)}
 	reaperOnce sync.Once
 	reaperErr  error
 )
@@ -71,15 +73,18 @@ func startReaper() error {
 			reaperErr = fmt.Errorf("become child subreaper: %w", err)
 			return
 		}
-		// Our own trees' cgroups, in whatever hierarchy they live.
+		// Our own trees' cgroups, in whatever hierarchy they live: the
+		// names this host process gives (groupName), not every group
+		// under the parent, where another host's (or a test's) children
+		// may sit.
 		if s, err := cgroups.Detect(); err == nil {
 			sweepStale(s)
 			if s.V2 != "" {
-				reaper.prefixes[joinCg(s.V2Path, cgroups.Parent)]++
+				reaper.prefixes[joinCg(s.V2Path, cgroups.Parent)+hostTag+"-"]++
 			}
 			for c, p := range s.V1Paths {
 				if c == "memory" || c == "pids" {
-					reaper.prefixes[joinCg(p, cgroups.Parent)]++
+					reaper.prefixes[joinCg(p, cgroups.Parent)+hostTag+"-"]++
 				}
 			}
 		}
@@ -88,12 +93,19 @@ func startReaper() error {
 		go func() {
 			t := time.NewTicker(time.Second)
 			for {
+				signalled := false
 				select {
 				case <-ch:
-					// Coalesce bursts of SIGCHLD: one scan per few ms.
-					time.Sleep(5 * time.Millisecond)
+					signalled = true
 				case <-t.C:
 				case <-reaper.kick:
+				}
+				// Watched roots at once: their settling waits on it.
+				reaper.peekRoots()
+				if signalled {
+					// Coalesce bursts of SIGCHLD: one orphan scan per few
+					// ms (a signal meanwhile is kept by the channel).
+					time.Sleep(5 * time.Millisecond)
 				}
 				// One cheap waitid first: most wake-ups find no zombie
 				// at all, and then there is nothing to list.

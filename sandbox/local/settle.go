@@ -62,9 +62,10 @@ func (p *proc) reapRoot() (siginfoChld, unix.Rusage, error) {
 	return si, ru, err
 }
 
-// run is the settle sequence, on its own goroutine from a successful start.
-func (p *proc) run() {
-	exit := p.rootExit()
+// run is the settle sequence, on its own goroutine: from a successful
+// start, or (watched) from the root's exit, ev.
+func (p *proc) run(ev *rootEvent) {
+	exit := p.rootExit(ev)
 	p.drain()
 	errs := []error{p.settleErr}
 	ru, err := p.endTree(&exit)
@@ -80,6 +81,13 @@ func (p *proc) run() {
 	p.exit = exit
 	close(p.done)
 	p.recycleGroup()
+	p.mu.Lock()
+	hooks := p.afterDone
+	p.afterDone, p.hooksRan = nil, true
+	p.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 }
 
 // rootExit waits for the root to exit, leaving it a zombie, without an
@@ -90,8 +98,17 @@ func (p *proc) run() {
 // returns to the poller while the pidfd's level says readable; it retries
 // waitid on the goroutine instead. Without a pollable pidfd (or should
 // waitid lag past a bound) the wait is a blocking waitid on its own thread.
-func (p *proc) rootExit() sandbox.Exit {
-	si, err := p.awaitRoot()
+//
+// A watched root (Options.Multiplex) has exited already: ev is what the
+// watcher saw.
+func (p *proc) rootExit(ev *rootEvent) sandbox.Exit {
+	var si siginfoChld
+	var err error
+	if ev != nil {
+		si, err = ev.si, ev.err
+	} else {
+		si, err = p.awaitRoot()
+	}
 	exit := sandbox.Exit{At: time.Now()}
 	switch {
 	case err != nil:

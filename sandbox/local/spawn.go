@@ -230,7 +230,10 @@ func (p *proc) fork(s *spawn) error {
 		Dir:   p.spec.Cwd,
 		Env:   s.env,
 		Files: s.files,
-		Sys:   &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	}
+	if !p.b.multiplex {
+		attr.Sys.PidFD = &pidfd // watched roots hold none (watch.go)
 	}
 	// A terminal's slave (fd 0) becomes the new session's controlling tty.
 	attr.Sys.Setctty = p.spec.Terminal != nil
@@ -249,10 +252,17 @@ func (p *proc) fork(s *spawn) error {
 	pid, err := syscall.ForkExec(s.path, s.args, attr)
 	if err == nil {
 		reaper.addRoot(pid)
+		if p.b.multiplex {
+			reaper.watchRoot(pid, p.rootExited)
+		}
 	}
 	reaper.mu.RUnlock()
 	s.closeChild()
-	if p.group != nil && !p.pooled {
+	switch {
+	case p.group == nil:
+	case p.b.multiplex:
+		p.group.Idle() // no descriptor per live group either (Multiplex)
+	case !p.pooled:
 		p.group.CloseFD() // a pooled group keeps its descriptor for the next fork
 	}
 	if err != nil {
@@ -276,6 +286,7 @@ func (p *proc) awaitExec(s *spawn) error {
 	if len(msg) == 0 {
 		return nil
 	}
+	reaper.unwatchRoot(p.pid)
 	p.reapRoot()
 	code, text, _ := strings.Cut(string(msg), " ")
 	n, _ := strconv.Atoi(code)

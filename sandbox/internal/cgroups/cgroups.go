@@ -487,6 +487,15 @@ func (g *Group) pread(fd *int, path string) ([]byte, error) {
 	}
 }
 
+// Idle closes every descriptor the group holds (the directory's and the
+// cached files'); each reopens at its next use. For a holder of many
+// long-lived groups (the keeper), where a descriptor per group would be
+// paid for the whole life of its process.
+func (g *Group) Idle() {
+	g.CloseFD()
+	g.closeFiles()
+}
+
 func (g *Group) closeFiles() {
 	g.mu.Lock()
 	defer g.mu.Unlock()

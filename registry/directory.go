@@ -81,6 +81,21 @@ type Directory interface {
 	Adopt(ctx context.Context, s DirScope, h DirHolding, rec *DirProcess) error
 	// Lookup finds a process's record by key; ErrNoSuchProcess when none.
 	Lookup(ctx context.Context, key [32]byte) (DirProcess, error)
+	// LiveNodes is every registered node with its capacity and load
+	// (placement), by name.
+	LiveNodes(ctx context.Context) ([]DirNode, error)
+	// Holders is the nodes other than this one that hold something of s
+	// (a cluster-wide list asks each of them), by name.
+	Holders(ctx context.Context, s DirScope) ([]string, error)
+}
+
+// DirNode is one live node as placement sees it: Running is what it
+// last published (it lags by a write; the node itself refuses beyond its
+// capacity, and placement then tries the next).
+type DirNode struct {
+	Name     string
+	Capacity int // 0: no cap
+	Running  int
 }
 
 // DirRecordError is a value under the directory's keys that is not one of
@@ -124,6 +139,14 @@ func (r *Registry) dirKeyOf(id string) [32]byte {
 
 func dirScope(o owner) DirScope {
 	return DirScope{Capsule: o.capsule, Principal: o.principal, Fallback: o.fallback}
+}
+
+// nodeName is this node's name in cluster mode, "" on a single node.
+func (r *Registry) nodeName() string {
+	if _, local := r.dir.(*LocalDirectory); local {
+		return ""
+	}
+	return r.dir.Node()
 }
 
 // Directory returns the registry's directory (never nil).

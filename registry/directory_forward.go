@@ -33,6 +33,10 @@ type RemoteCall struct {
 	Signal  Signal         `json:"signal,omitempty"`
 	Timeout time.Duration  `json:"timeout,omitempty"`
 	Grace   *time.Duration `json:"grace,omitempty"`
+	// Spawn and Persist: a placed spawn-persistent (placement.go).
+	Spawn   *SpawnRequest   `json:"spawn,omitempty"`
+	Persist *PersistOptions `json:"persist,omitempty"`
+	Label   *string         `json:"label,omitempty"` // list: the label filter
 }
 
 // The forwarded operations.
@@ -45,6 +49,10 @@ const (
 	OpWait       = "wait"
 	OpStop       = "stop"
 	OpRelease    = "release"
+	// OpSpawnPersistent runs a spawn placement chose this node for.
+	OpSpawnPersistent = "spawn-persistent"
+	// OpList is the holder's part of a cluster-wide list-processes.
+	OpList = "list"
 )
 
 type noForwardKey struct{}
@@ -102,6 +110,13 @@ func (r *Registry) ServeRemote(ctx context.Context, call RemoteCall) (json.RawMe
 		out, err = r.Stop(ctx, call.ID, call.Grace)
 	case OpRelease:
 		err = r.Release(ctx, call.ID)
+	case OpSpawnPersistent:
+		if call.Spawn == nil || call.Persist == nil {
+			return nil, fmt.Errorf("%w: a forwarded spawn without its request", ErrInvalidInput)
+		}
+		out, err = r.SpawnPersistent(ctx, *call.Spawn, *call.Persist)
+	case OpList:
+		out, err = r.List(ctx, call.Label)
 	default:
 		return nil, fmt.Errorf("%w: unknown forwarded operation %q", ErrInvalidInput, call.Op)
 	}
@@ -125,7 +140,7 @@ var remoteClasses = []struct {
 	err  error
 }{
 	{"capability-denied", ErrCapabilityDenied}, {"invalid-input", ErrInvalidInput},
-	{"boundary-escape", ErrBoundaryEscape}, {"quota", ErrQuota}, {"too-large", ErrTooLarge},
+	{"boundary-escape", ErrBoundaryEscape}, {"quota", ErrQuota}, {"node-full", ErrNodeFull}, {"too-large", ErrTooLarge},
 	{"closed", ErrClosed}, {"cancelled", ErrCancelled}, {"wait-timeout", ErrWaitTimeout},
 	{"unavailable", ErrUnavailable}, {"no-such-process", ErrNoSuchProcess},
 	{"registry-full", ErrRegistryFull}, {"persist-unsupported", ErrPersistUnsupported},

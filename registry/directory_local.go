@@ -115,3 +115,12 @@ func (d *LocalDirectory) Holding(s DirScope) DirHolding {
 	defer d.mu.Unlock()
 	return d.counts[s]
 }
+
+// LiveNodes is the one node; its load is the registry's own (placement
+// never asks a LocalDirectory: there is nowhere else to go).
+func (d *LocalDirectory) LiveNodes(context.Context) ([]DirNode, error) {
+	return []DirNode{{Name: d.Node()}}, nil
+}
+
+// Holders is none: this node holds everything there is.
+func (d *LocalDirectory) Holders(context.Context, DirScope) ([]string, error) { return nil, nil }

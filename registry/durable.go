@@ -379,6 +379,7 @@ func (r *Registry) publishAdopted(p *proc) {
 	p.sc.retained++
 	if !p.exited {
 		p.sc.running++
+		r.running++
 	}
 	r.byKey[p.key] = p
 	r.all[p] = struct{}{}

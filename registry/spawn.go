@@ -419,6 +419,9 @@ func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
 	if r.capsules[o.capsule] != pr.cs {
 		return nil, fmt.Errorf("%w: capsule %q was removed", ErrUnavailable, o.capsule)
 	}
+	if c := r.cfg.NodeCapacity; c > 0 && r.running >= c {
+		return nil, fmt.Errorf("%w: node %q runs %d of %d processes", ErrNodeFull, r.dir.Node(), r.running, c)
+	}
 	q := r.quotasFor(&pr.cs.policy)
 	sc := r.scopeLocked(o)
 	if sc.running >= q.MaxConcurrent {
@@ -454,6 +457,7 @@ func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
 		p.id = ""
 	}
 	sc.running++
+	r.running++
 	if p.persistent {
 		sc.retained++
 		pr.cs.entries++
@@ -470,6 +474,7 @@ func (r *Registry) unreserveLocked(p *proc) {
 	p.forgotten = true
 	p.exited = true // its slots are returned here: recordExit must not return them again
 	p.sc.running--
+	r.running--
 	if p.persistent {
 		p.sc.retained--
 		p.cs.entries--
@@ -687,6 +692,9 @@ func (r *Registry) SpawnPersistent(ctx context.Context, req SpawnRequest, o Pers
 	pr, err := r.prepare(own, req, &o, false)
 	if err != nil {
 		return "", err
+	}
+	if id, placed, err := r.spawnPlaced(ctx, req, o); placed {
+		return id, err
 	}
 	p, err := r.reserveIn(ctx, own, pr)
 	if err != nil {

@@ -108,6 +108,12 @@ func (ck *checker) limits(c *Config) error {
 	if c.Processes.SpillBytes < 0 {
 		return ck.fail("processes.spill_bytes", "must not be negative")
 	}
+	if c.Cluster.Capacity < 0 {
+		return ck.fail("cluster.capacity", "must not be negative")
+	}
+	if p := c.Cluster.Placement; p != "" && p != "local-first" && p != "least-loaded" && p != "local" {
+		return ck.fail("cluster.placement", "%q: want local-first, least-loaded or local", p)
+	}
 	if o := c.Processes.OnShutdown; o != "" && o != OnShutdownKeep && o != OnShutdownStop {
 		return ck.fail("processes.on_shutdown", "%q: want %q (processes run on for the next daemon) or %q", o, OnShutdownKeep, OnShutdownStop)
 	}

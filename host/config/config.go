@@ -94,6 +94,18 @@ type Cluster struct {
 	// LeaseTTL is how long a dead node's processes answer unavailable
 	// before they are lost (default 10s).
 	LeaseTTL Duration `toml:"lease_ttl"`
+	// Capacity is how many processes (both tiers) this node runs at once;
+	// beyond it a spawn is placed on another node or refused
+	// (registry-full). Default quotas.max_entries.
+	Capacity int `toml:"capacity"`
+	// Placement picks the node of a persistent spawn: local-first
+	// (default: here while under capacity, else the least-loaded node),
+	// least-loaded, or local.
+	Placement string `toml:"placement"`
+	// LostGrace is how long the records of a node whose lease expired are
+	// kept (answering "lost") before any live node deletes them (default
+	// 1h).
+	LostGrace Duration `toml:"lost_grace"`
 }
 
 // Log configures the daemon's log.

@@ -129,6 +129,7 @@ func (d *Dir) setMine(sk string, c scopeCount) {
 		d.mine[sk] = c
 	}
 	d.mu.Unlock()
+	d.kickLoad()
 }
 
 // casCount writes this node's count of sk if the scope's gen is still

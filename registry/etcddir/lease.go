@@ -35,6 +35,7 @@ func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.Lease
 					return nil, err
 				}
 				d.live.Store(true)
+				d.clearGone(ctx)
 				d.log.Info("cluster node re-registered within its lease: records and counts kept", "node", d.node)
 				return ka, nil
 			}
@@ -63,6 +64,7 @@ func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.Lease
 		return nil, unavailable("keep lease alive", err)
 	}
 	d.live.Store(true)
+	d.clearGone(ctx)
 	d.log.Info("cluster node registered", "node", d.node, "lease_ttl", d.cfg.TTL)
 	return ka, nil
 }
@@ -165,6 +167,7 @@ func (d *Dir) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 				d.log.Warn("cluster counts not yet rewritten", "node", d.node, "err", err)
 			}
 			cancel()
+			d.kickLoad() // a load write that failed, or lost with a lease
 		}
 	}
 }
@@ -193,5 +196,13 @@ func (d *Dir) setLease(id int64) {
 	d.lease.Store(id)
 	if d.cfg.OnLease != nil {
 		d.cfg.OnLease(id)
+	}
+}
+
+// clearGone deletes this node's gone mark (it is back: a later absence
+// starts a new grace). A failure only shortens a later grace: logged.
+func (d *Dir) clearGone(ctx context.Context) {
+	if err := d.del(ctx, d.goneKey(d.node)); err != nil {
+		d.log.Warn("cluster: this node's gone mark not cleared", "node", d.node, "err", err)
 	}
 }

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -39,6 +40,9 @@ type cluster struct {
 	dirKey [32]byte // keys the directory's process names (Config.DirectoryKey)
 	token  string   // the node-to-node bearer token, the same on every node
 	peers  *peers   // nil without [cluster] listen: nothing is forwarded
+	// capacity and placement: [cluster] capacity and placement.
+	capacity  int
+	placement registry.Placement
 	log    *slog.Logger
 }
 
@@ -99,9 +103,16 @@ func openCluster(ctx context.Context, cfg *config.Config, version string, lg *sl
 	if b, err := os.ReadFile(lf); err == nil {
 		lease, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 16, 64) // unreadable: a new lease
 	}
+	c.capacity = cc.Capacity
+	if c.capacity == 0 {
+		c.capacity = cmp.Or(cfg.Quotas.MaxEntries, registry.DefaultConfig().Quotas.MaxEntries)
+	}
+	if c.placement, err = registry.ParsePlacement(cc.Placement); err != nil {
+		return nil, err
+	}
 	c.dir, err = etcddir.Open(ctx, etcddir.Config{
-		Endpoints: eps, Prefix: prefix, Node: node, Address: adv, Capacity: cfg.Quotas.MaxEntries,
-		Version: version, TTL: cc.LeaseTTL.D(), LeaseID: lease, Logger: lg,
+		Endpoints: eps, Prefix: prefix, Node: node, Address: adv, Capacity: c.capacity,
+		Version: version, TTL: cc.LeaseTTL.D(), LeaseID: lease, Logger: lg, LostGrace: cc.LostGrace.D(),
 		OnLease: func(id int64) {
 			if err := os.WriteFile(lf, []byte(strconv.FormatInt(id, 16)+"\n"), 0o600); err != nil {
 				lg.Warn("cluster lease not persisted: a restart waits for its expiry", "err", err)
@@ -127,6 +138,7 @@ func (c *cluster) configure(rc *registry.Config) {
 		return
 	}
 	rc.Directory, rc.DirectoryKey = c.dir, &c.dirKey
+	rc.NodeCapacity, rc.Placement = c.capacity, c.placement
 	if c.peers != nil {
 		rc.Forwarder = c.peers
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/blake2b"
@@ -255,17 +256,63 @@ func (r *Registry) remoteHolder(ctx context.Context, o owner, id string) error {
 	if _, local := r.dir.(*LocalDirectory); local {
 		return ErrNoSuchProcess
 	}
-	rec, err := r.dir.Lookup(ctx, r.dirKeyOf(id))
-	if err != nil && !errors.Is(err, ErrNoSuchProcess) {
-		return err // unreachable (ErrUnavailable) or unreadable (*DirRecordError): not "no such"
+	key := r.dirKeyOf(id)
+	rec, ok := r.holders.get(key)
+	if !ok {
+		var err error
+		rec, err = r.dir.Lookup(ctx, key)
+		if err != nil && !errors.Is(err, ErrNoSuchProcess) {
+			return err // unreachable (ErrUnavailable) or unreadable (*DirRecordError): not "no such"
+		}
+		if err != nil {
+			return ErrNoSuchProcess
+		}
+		if !rec.Lost && rec.Node != r.dir.Node() {
+			r.holders.put(key, rec)
+		}
 	}
-	if err != nil || rec.Owner != dirScope(o) || rec.Node == r.dir.Node() {
+	if rec.Owner != dirScope(o) || rec.Node == r.dir.Node() {
 		return ErrNoSuchProcess
 	}
 	if rec.Lost {
 		return fmt.Errorf("%w: its node %q left the cluster (lease expired): the process is lost", ErrNoSuchProcess, rec.Node)
 	}
 	return &HeldElsewhereError{Node: rec.Node}
+}
+
+// holderCache remembers which node holds a process of another node:
+// processes never move, so the directory is asked once per ID, not per
+// call. An entry is dropped when its holder answers no-such-process
+// (released), cannot be reached (it may be gone: the directory decides
+// again), or the ID is released through this node; the cache is emptied
+// when it reaches its bound.
+type holderCache struct {
+	mu sync.Mutex
+	m  map[[32]byte]DirProcess
+}
+
+const holderCacheMax = 1 << 16
+
+func (c *holderCache) get(k [32]byte) (DirProcess, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.m[k]
+	return p, ok
+}
+
+func (c *holderCache) put(k [32]byte, p DirProcess) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= holderCacheMax {
+		c.m = map[[32]byte]DirProcess{}
+	}
+	c.m[k] = p
+}
+
+func (c *holderCache) drop(k [32]byte) {
+	c.mu.Lock()
+	delete(c.m, k)
+	c.mu.Unlock()
 }
 
 // HeldElsewhereError is a call for a process another node holds (it is

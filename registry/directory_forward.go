@@ -69,6 +69,11 @@ func forwardAs[T any](ctx context.Context, r *Registry, err error, call RemoteCa
 	c, _ := CallerFrom(ctx) // resolve found the caller: present
 	call.Caller = c
 	raw, ferr := r.cfg.Forwarder.Forward(ctx, he.Node, call)
+	if ferr != nil || call.Op == OpRelease {
+		if ferr == nil || errors.Is(ferr, ErrNoSuchProcess) || errors.As(ferr, new(*HeldElsewhereError)) {
+			r.holders.drop(r.dirKeyOf(call.ID))
+		}
+	}
 	if ferr != nil {
 		return zero, ferr
 	}

@@ -48,12 +48,13 @@ func ParsePlacement(s string) (Placement, error) {
 
 // placeOrder is the nodes to try, best first: those with room, least
 // loaded first (this node first among equals, then by name). self's load
-// is the exact local figure, not its published one.
-func placeOrder(policy Placement, self string, selfRunning int, nodes []DirNode) []string {
+// and capacity are the exact local figures, not its published ones.
+func placeOrder(policy Placement, me DirNode, nodes []DirNode) []string {
+	self := me.Name
 	var c []DirNode
 	for _, n := range nodes {
 		if n.Name == self {
-			n.Running = selfRunning
+			n = me
 		}
 		if n.Capacity > 0 && n.Running >= n.Capacity {
 			continue
@@ -104,7 +105,7 @@ func (r *Registry) spawnPlaced(ctx context.Context, req SpawnRequest, o PersistO
 	}
 	self := r.dir.Node()
 	var tried []string
-	for _, n := range placeOrder(pol, self, running, nodes) {
+	for _, n := range placeOrder(pol, DirNode{Name: self, Capacity: r.cfg.NodeCapacity, Running: running}, nodes) {
 		if n == self {
 			return "", false, nil
 		}

@@ -127,6 +127,7 @@ type Registry struct {
 	jr       *journal.Journal // nil: nothing is durable
 	dir      Directory        // never nil: LocalDirectory by default
 	dirHash  [32]byte         // keys DirProcess.Key (Config.DirectoryKey)
+	holders  holderCache      // other nodes' processes this node forwarded to
 	now      func() time.Time
 	ownState bool // StateDir was created by New and is removed by Shutdown
 

@@ -28,6 +28,19 @@ const markerKey = "CAPSULE_ETCDDIR_TEST"
 // directory key (an ID names the same record on every node).
 func cluster(t testing.TB, n int, single bool) ([]*registry.Registry, string) {
 	t.Helper()
+	return clusterWith(t, n, single, clusterOpts{})
+}
+
+// clusterOpts: a node capacity, a placement, and forwarding between the
+// nodes over loopback HTTP (forward.go's loopForwarder).
+type clusterOpts struct {
+	capacity  int
+	placement registry.Placement
+	forward   bool
+}
+
+func clusterWith(t testing.TB, n int, single bool, o clusterOpts) ([]*registry.Registry, string) {
+	t.Helper()
 	c := etcdtest.Start(t, 1)
 	be, err := local.New(local.Options{NoCgroups: true})
 	if err != nil {
@@ -45,16 +58,25 @@ func cluster(t testing.TB, n int, single bool) ([]*registry.Registry, string) {
 		}
 	})
 	var regs []*registry.Registry
+	var fw *loopForwarder
+	if o.forward {
+		fw = newLoopForwarder(t)
+	}
 	for i := range n {
 		var d registry.Directory = registry.NewLocalDirectory()
 		if !single {
 			d = open(t, c, string(rune('a'+i)), 0, 0)
 		}
-		r, err := registry.New(registry.Config{
+		cfg := registry.Config{
 			Backends: map[string]sandbox.Backend{"local": be}, StateDir: t.TempDir(),
 			Directory: d, DirectoryKey: &dirKey, // each node its own keys, one directory key
-			Quotas: registry.Quotas{MaxConcurrent: 8, MaxRetained: 32, MaxEntries: 256},
-		})
+			Quotas:       registry.Quotas{MaxConcurrent: 8, MaxRetained: 32, MaxEntries: 256},
+			NodeCapacity: o.capacity, Placement: o.placement,
+		}
+		if fw != nil {
+			cfg.Forwarder = fw
+		}
+		r, err := registry.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,6 +92,9 @@ func cluster(t testing.TB, n int, single bool) ([]*registry.Registry, string) {
 			}
 		})
 		regs = append(regs, r)
+		if fw != nil {
+			fw.serve(t, d.Node(), r)
+		}
 	}
 	return regs, marker
 }

@@ -267,8 +267,8 @@ func (r *Registry) remoteHolder(ctx context.Context, o owner, id string) error {
 		if err != nil {
 			return ErrNoSuchProcess
 		}
-		if !rec.Lost && rec.Node != r.dir.Node() {
-			r.holders.put(key, rec)
+		if !rec.Lost && rec.Node != r.dir.Node() && r.cfg.Forwarder != nil {
+			r.holders.put(key, rec) // only forwarding's answers invalidate it
 		}
 	}
 	if rec.Owner != dirScope(o) || rec.Node == r.dir.Node() {

@@ -126,5 +126,7 @@ func (r *Registry) spawnPlaced(ctx context.Context, req SpawnRequest, o PersistO
 		r.log.Info("placement: spawn placed on another node", "node", n, "capsule", c.Capsule)
 		return id, true, nil
 	}
-	return "", true, fmt.Errorf("%w: no live node has room (%d registered; this node %q runs %d of %d; tried %v)", ErrNodeFull, len(nodes), self, running, r.cfg.NodeCapacity, tried)
+	err = fmt.Errorf("%w: no live node has room (%d registered; this node %q runs %d of %d; tried %v)", ErrNodeFull, len(nodes), self, running, r.cfg.NodeCapacity, tried)
+	r.log.Warn("placement: spawn refused", "err", err)
+	return "", true, err
 }

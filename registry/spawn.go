@@ -419,21 +419,9 @@ func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
 	if r.capsules[o.capsule] != pr.cs {
 		return nil, fmt.Errorf("%w: capsule %q was removed", ErrUnavailable, o.capsule)
 	}
-	if c := r.cfg.NodeCapacity; c > 0 && r.running >= c {
-		return nil, fmt.Errorf("%w: node %q runs %d of %d processes", ErrNodeFull, r.dir.Node(), r.running, c)
-	}
-	q := r.quotasFor(&pr.cs.policy)
 	sc := r.scopeLocked(o)
-	if sc.running >= q.MaxConcurrent {
-		return nil, fmt.Errorf("%w: %d of %d concurrent processes of this principal are running", ErrQuota, sc.running, q.MaxConcurrent)
-	}
-	if p.persistent {
-		if sc.retained >= q.MaxRetained {
-			return nil, fmt.Errorf("%w: %d of %d retained process IDs of this principal are in use; release exited processes", ErrRegistryFull, sc.retained, q.MaxRetained)
-		}
-		if pr.cs.entries >= q.MaxEntries {
-			return nil, fmt.Errorf("%w: capsule %q holds %d of %d process entries", ErrRegistryFull, o.capsule, pr.cs.entries, q.MaxEntries)
-		}
+	if err := r.checkRoomLocked(o, pr, sc); err != nil {
+		return nil, err
 	}
 	// An ID for both tiers: ephemeral ones are never published, but give
 	// log lines a correlating short hash.
@@ -466,6 +454,28 @@ func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
 	r.all[p] = struct{}{}
 	r.inflight.Add(1)
 	return p, nil
+}
+
+// checkRoomLocked is reserve's refusal: the node's capacity, the scope's
+// quotas, the capsule's entries.
+func (r *Registry) checkRoomLocked(o owner, pr *prepared, sc *scope) error {
+	if c := r.cfg.NodeCapacity; c > 0 && r.running >= c {
+		return fmt.Errorf("%w: node %q runs %d of %d processes", ErrNodeFull, r.dir.Node(), r.running, c)
+	}
+	q := r.quotasFor(&pr.cs.policy)
+	if sc.running >= q.MaxConcurrent {
+		return fmt.Errorf("%w: %d of %d concurrent processes of this principal are running", ErrQuota, sc.running, q.MaxConcurrent)
+	}
+	if pr.persist == nil {
+		return nil
+	}
+	if sc.retained >= q.MaxRetained {
+		return fmt.Errorf("%w: %d of %d retained process IDs of this principal are in use; release exited processes", ErrRegistryFull, sc.retained, q.MaxRetained)
+	}
+	if pr.cs.entries >= q.MaxEntries {
+		return fmt.Errorf("%w: capsule %q holds %d of %d process entries", ErrRegistryFull, o.capsule, pr.cs.entries, q.MaxEntries)
+	}
+	return nil
 }
 
 // unreserve undoes reserve for a process that never started.

@@ -50,7 +50,7 @@ func freePeerAddr(t *testing.T) string {
 
 // startCluster runs one daemon per name on one real etcd, all with the
 // same cluster key, a lease TTL of ttl and the test's quotas.
-func startCluster(t *testing.T, names []string, ttl string) ([]*clusterNode, *etcdtest.Cluster, string) {
+func startCluster(t *testing.T, names []string, ttl string, clusterTOML ...string) ([]*clusterNode, *etcdtest.Cluster, string) {
 	t.Helper()
 	bin := builtBinary(t)
 	ec := etcdtest.Start(t, 1)
@@ -78,7 +78,7 @@ func startCluster(t *testing.T, names []string, ttl string) ([]*clusterNode, *et
 			t.Fatal(err)
 		}
 		peer := freePeerAddr(t)
-		toml := fmt.Sprintf("[quotas]\nmax_concurrent = 8\nmax_retained = 32\n\n[cluster]\nurl = %q\nnode = %q\nkey_file = %q\nlease_ttl = %q\nlisten = %q\n", ec.URL()+"/e2e", n, key, ttl, peer)
+		toml := fmt.Sprintf("[quotas]\nmax_concurrent = 8\nmax_retained = 32\n\n[cluster]\nurl = %q\nnode = %q\nkey_file = %q\nlease_ttl = %q\nlisten = %q\n", ec.URL()+"/e2e", n, key, ttl, peer) + strings.Join(clusterTOML, "\n")
 		if err := os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(toml), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -298,6 +298,64 @@ func TestClusterFaults(t *testing.T) {
 		if time.Now().After(end) {
 			t.Fatalf("spawn 60 s after etcd returned: %s", e)
 		}
+	}
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// TestClusterPlacement: three daemons with room for 2 processes each.
+// Six spawns through a: two stay on a, four are placed on b and c; the
+// seventh is refused (registry-full: no node has room) with no stray
+// process. list_processes through any node shows the caller's six (the
+// holders are asked); another principal sees none; `ps` on c lists all
+// six with a NODE column, two per node.
+func TestClusterPlacement(t *testing.T) {
+	skipSameBinary(t)
+	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s", "capacity = 2")
+	a, c := ns[0], ns[2]
+	for i := range 6 {
+		if _, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark}); e != "" {
+			t.Fatalf("spawn %d through a: %s", i+1, e)
+		}
+	}
+	_, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
+	if !strings.Contains(e, "registry-full") {
+		t.Fatalf("7th spawn: %q, want registry-full (no node has room)", e)
+	}
+	t.Logf("7th spawn: %s", e)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := len(shells(withMarker(mark)))
+		if n == 6 {
+			break
+		}
+		if n > 6 || time.Now().After(deadline) {
+			t.Fatalf("%d processes alive, want 6", n)
+		}
+	}
+	for _, n := range ns {
+		m, e := toolErr(t, n.c, "alice", "list_processes", map[string]any{})
+		if l, _ := m["processes"].([]any); e != "" || len(l) != 6 {
+			t.Fatalf("alice's list through %s: %d processes, %q; want 6", n.name, len(l), e)
+		}
+		m, e = toolErr(t, n.c, "mallory", "list_processes", map[string]any{})
+		if l, _ := m["processes"].([]any); e != "" || len(l) != 0 {
+			t.Fatalf("mallory's list through %s: %d processes, %q; want none", n.name, len(l), e)
+		}
+	}
+	out, errOut, code := runCLI(t, "", "ps", "--socket", filepath.Join(c.dir, "d.sock"))
+	if code != 0 || !strings.HasPrefix(out, "ID") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "NODE") {
+		t.Fatalf("ps on c: exit %d, %q %q", code, out, errOut)
+	}
+	per := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 2 {
+			per[f[1]]++
+		}
+	}
+	if len(per) != 3 || per["a"] != 2 || per["b"] != 2 || per["c"] != 2 {
+		t.Fatalf("ps on c, processes per node %v, want 2 on each:\n%s", per, out)
 	}
 	for _, n := range ns {
 		endServe(t, n.d)

@@ -43,7 +43,7 @@ type cluster struct {
 	// capacity and placement: [cluster] capacity and placement.
 	capacity  int
 	placement registry.Placement
-	log    *slog.Logger
+	log       *slog.Logger
 }
 
 // clusterSecrets derives the directory key and the node-to-node token
@@ -224,4 +224,34 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		out.Nodes = append(out.Nodes, api.Node{Name: n.Name, Address: n.Address, Capacity: n.Capacity, Version: n.Version, StartedMS: n.Started.UnixMilli(), Self: n.Name == c.dir.Node()})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// listOthers adds every other live node's processes matching f to out
+// (the operator's `ps` across the cluster); a node that does not answer
+// is named in out.Unreachable, never silently left out.
+func (c *cluster) listOthers(ctx context.Context, f registry.OperatorFilter, out *api.ProcessList) {
+	if c == nil || c.peers == nil {
+		return
+	}
+	ns, err := c.dir.Nodes(ctx)
+	if err != nil {
+		out.Unreachable = append(out.Unreachable, "(directory: "+err.Error()+")")
+		return
+	}
+	for _, n := range ns {
+		if n.Name == c.dir.Node() {
+			continue
+		}
+		infos, err := c.peers.listAll(ctx, n.Name, f)
+		if err != nil {
+			c.log.Warn("cluster ps: a node did not answer", "node", n.Name, "err", err)
+			out.Unreachable = append(out.Unreachable, n.Name)
+			continue
+		}
+		for _, in := range infos {
+			p := processView(in)
+			p.LogID = "" // the holder's log names it with its own key
+			out.Processes = append(out.Processes, p)
+		}
+	}
 }

@@ -37,6 +37,7 @@ type RemoteCall struct {
 	Spawn   *SpawnRequest   `json:"spawn,omitempty"`
 	Persist *PersistOptions `json:"persist,omitempty"`
 	Label   *string         `json:"label,omitempty"` // list: the label filter
+	Seq     uint64          `json:"seq,omitempty"`   // poll-events: the cursor
 }
 
 // The forwarded operations.
@@ -53,6 +54,9 @@ const (
 	OpSpawnPersistent = "spawn-persistent"
 	// OpList is the holder's part of a cluster-wide list-processes.
 	OpList = "list"
+	// OpPollEvents is a non-blocking poll of the holder's events for the
+	// caller (events_relay.go).
+	OpPollEvents = "poll-events"
 )
 
 type noForwardKey struct{}
@@ -122,6 +126,8 @@ func (r *Registry) ServeRemote(ctx context.Context, call RemoteCall) (json.RawMe
 		out, err = r.SpawnPersistent(ctx, *call.Spawn, *call.Persist)
 	case OpList:
 		out, err = r.List(ctx, call.Label)
+	case OpPollEvents:
+		out, err = r.PollEvents(ctx, call.Seq, call.Max, 0)
 	default:
 		return nil, fmt.Errorf("%w: unknown forwarded operation %q", ErrInvalidInput, call.Op)
 	}

@@ -128,6 +128,8 @@ type Registry struct {
 	dir      Directory        // never nil: LocalDirectory by default
 	dirHash  [32]byte         // keys DirProcess.Key (Config.DirectoryKey)
 	holders  holderCache      // other nodes' processes this node forwarded to
+	relayMu  sync.Mutex
+	relays   map[owner]*relayState // events_relay.go
 	now      func() time.Time
 	ownState bool // StateDir was created by New and is removed by Shutdown
 

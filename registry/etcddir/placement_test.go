@@ -61,6 +61,22 @@ func TestPlacement(t *testing.T) {
 	if _, err := a.Stop(ctx, onB, nil); err != nil { // forwarded to b
 		t.Fatalf("stop b's process through a: %v", err)
 	}
+	// The exit happened on b; poll-events through c relays it.
+	var seen bool
+	var cur uint64
+	for deadline := time.Now().Add(30 * time.Second); !seen; {
+		bt, err := regs[2].PollEvents(ctx, cur, 64, 2*time.Second)
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("poll-events through c: %+v %v (exit of b's process not seen)", bt, err)
+		}
+		for _, e := range bt.Events {
+			seen = seen || (e.ID == onB && e.Kind == registry.EventExited)
+		}
+		cur = bt.Next
+	}
+	if bt, err := regs[2].PollEvents(as("mallory"), 0, 64, 300*time.Millisecond); err != nil || len(bt.Events) != 0 {
+		t.Fatalf("another principal's events through c: %+v %v", bt, err)
+	}
 	// b's freed slot is published a write late: poll, bounded.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		id, err := a.SpawnPersistent(ctx, sleeper(marker), registry.PersistOptions{})

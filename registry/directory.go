@@ -82,6 +82,11 @@ type Directory interface {
 	Adopt(ctx context.Context, s DirScope, h DirHolding, rec *DirProcess) error
 	// Lookup finds a process's record by key; ErrNoSuchProcess when none.
 	Lookup(ctx context.Context, key [32]byte) (DirProcess, error)
+	// AdoptDone says the registry's Adopt has counted everything it took
+	// back: after a restart within the lease the earlier counts held until
+	// now (no window for another node to over-reserve); they are replaced
+	// by what was adopted.
+	AdoptDone(ctx context.Context) error
 	// LiveNodes is every registered node with its capacity and load
 	// (placement), by name.
 	LiveNodes(ctx context.Context) ([]DirNode, error)

@@ -124,3 +124,6 @@ func (d *LocalDirectory) LiveNodes(context.Context) ([]DirNode, error) {
 
 // Holders is none: this node holds everything there is.
 func (d *LocalDirectory) Holders(context.Context, DirScope) ([]string, error) { return nil, nil }
+
+// AdoptDone has nothing to do: Adopt counted into the only copy.
+func (d *LocalDirectory) AdoptDone(context.Context) error { return nil }

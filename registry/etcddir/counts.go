@@ -60,6 +60,9 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 	next.Running = max(0, next.Running+delta.Running)
 	next.Retained = max(0, next.Retained+delta.Retained)
 	var err error
+	if cap == nil && d.addTally(sk, s, delta) {
+		return nil // adopting: etcd keeps the earlier run's counts until AdoptDone
+	}
 	if cap == nil {
 		d.setMine(sk, next) // a release or an adoption is true at once, whatever etcd says
 	}
@@ -90,6 +93,7 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 		if ok {
 			if cap != nil {
 				d.setMine(sk, next)
+				d.addTally(sk, s, delta)
 			}
 			d.mu.Lock()
 			d.cache[sk] = st
@@ -103,11 +107,57 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 	}
 	if cap == nil {
 		d.mu.Lock()
-		d.dirty[sk] = true
+		d.dirty[sk] = s
 		delete(d.cache, sk)
 		d.mu.Unlock()
 	}
 	return err
+}
+
+// addTally counts delta in the adoption tally; false when not adopting.
+func (d *Dir) addTally(sk string, s registry.DirScope, delta registry.DirHolding) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.adopting {
+		return false
+	}
+	t := d.tally[sk]
+	t.Owner = s
+	t.Running = max(0, t.Running+delta.Running)
+	t.Retained = max(0, t.Retained+delta.Retained)
+	d.tally[sk] = t
+	return true
+}
+
+// AdoptDone ends the adoption after a restart within the lease: what
+// the registry adopted (and reserved or released since) becomes this
+// node's counts, written now; a scope whose processes did not survive
+// drops to zero.
+func (d *Dir) AdoptDone(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.adopting {
+		d.mu.Unlock()
+		return nil
+	}
+	d.adopting = false
+	for sk, c := range d.mine {
+		d.dirty[sk] = c.Owner
+		if _, ok := d.tally[sk]; !ok {
+			delete(d.mine, sk)
+		}
+	}
+	for sk, t := range d.tally {
+		d.dirty[sk] = t.Owner
+		if t.Running == 0 && t.Retained == 0 {
+			delete(d.mine, sk)
+		} else {
+			d.mine[sk] = t
+		}
+	}
+	d.tally = nil
+	d.mu.Unlock()
+	d.kickLoad()
+	return d.flushDirty(ctx)
 }
 
 func checkTotal(st *scopeState, delta registry.DirHolding, cap *registry.DirReservation) error {

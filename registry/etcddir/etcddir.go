@@ -128,7 +128,14 @@ type Dir struct {
 	mu        sync.Mutex
 	cache     map[string]*scopeState
 	mine      map[string]scopeCount // what this node holds: the truth it rewrites after a lost lease
-	dirty     map[string]bool       // scopes whose count in etcd lags mine (a failed release)
+	dirty     map[string]registry.DirScope // scopes whose count in etcd lags mine (a failed release)
+	// adopting: re-registered within the lease, the registry's Adopt not
+	// yet done (AdoptDone). etcd keeps the earlier run's counts (an upper
+	// bound: no other node can over-reserve meanwhile) while tally counts
+	// what is adopted, released and reserved; AdoptDone makes tally the
+	// truth.
+	adopting bool
+	tally    map[string]scopeCount
 	published map[[32]byte]registry.DirProcess
 }
 
@@ -178,7 +185,7 @@ func Open(ctx context.Context, cfg Config) (*Dir, error) {
 		cfg: cfg, cli: cli, log: cfg.Logger, prefix: cfg.Prefix, node: cfg.Node,
 		stop: make(chan struct{}), done: make(chan struct{}),
 		loadKick: make(chan struct{}, 1), loadDone: make(chan struct{}), sweepDone: make(chan struct{}),
-		cache: map[string]*scopeState{}, mine: map[string]scopeCount{}, dirty: map[string]bool{},
+		cache: map[string]*scopeState{}, mine: map[string]scopeCount{}, dirty: map[string]registry.DirScope{},
 		published: map[[32]byte]registry.DirProcess{},
 	}
 	if d.log == nil {

@@ -125,17 +125,17 @@ type Dir struct {
 
 	locks sync.Map // scope key → *sync.Mutex: one CAS in flight per scope on this node
 
-	mu        sync.Mutex
-	cache     map[string]*scopeState
-	mine      map[string]scopeCount // what this node holds: the truth it rewrites after a lost lease
-	dirty     map[string]registry.DirScope // scopes whose count in etcd lags mine (a failed release)
+	mu    sync.Mutex
+	cache map[string]*scopeState
+	mine  map[string]scopeCount        // what this node holds: the truth it rewrites after a lost lease
+	dirty map[string]registry.DirScope // scopes whose count in etcd lags mine (a failed release)
 	// adopting: re-registered within the lease, the registry's Adopt not
 	// yet done (AdoptDone). etcd keeps the earlier run's counts (an upper
 	// bound: no other node can over-reserve meanwhile) while tally counts
 	// what is adopted, released and reserved; AdoptDone makes tally the
 	// truth.
-	adopting bool
-	tally    map[string]scopeCount
+	adopting  bool
+	tally     map[string]scopeCount
 	published map[[32]byte]registry.DirProcess
 }
 

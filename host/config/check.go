@@ -111,6 +111,9 @@ func (ck *checker) limits(c *Config) error {
 	if c.Cluster.Capacity < 0 {
 		return ck.fail("cluster.capacity", "must not be negative")
 	}
+	if cl := c.Cluster; (cl.TLSCA == "") != (cl.TLSCert == "") || (cl.TLSCA == "") != (cl.TLSKey == "") {
+		return ck.fail("cluster.tls_ca", "tls_ca, tls_cert and tls_key go together (mutual TLS between nodes needs all three)")
+	}
 	if p := c.Cluster.Placement; p != "" && p != "local-first" && p != "least-loaded" && p != "local" {
 		return ck.fail("cluster.placement", "%q: want local-first, least-loaded or local", p)
 	}

@@ -106,6 +106,14 @@ type Cluster struct {
 	// kept (answering "lost") before any live node deletes them (default
 	// 1h).
 	LostGrace Duration `toml:"lost_grace"`
+	// TLSCA, TLSCert and TLSKey (PEM files, all or none) switch the
+	// node-to-node channel to mutual TLS 1.3: each node presents its
+	// certificate (a DNS name equal to its node name) signed by the
+	// operator's cluster CA and accepts only peers signed by it. The
+	// cluster token is still required on top.
+	TLSCA   string `toml:"tls_ca"`
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
 }
 
 // Log configures the daemon's log.

@@ -123,12 +123,17 @@ func openCluster(ctx context.Context, cfg *config.Config, version string, lg *sl
 		return nil, fmt.Errorf("joining cluster %s as node %q: %w", cc.URL, node, err)
 	}
 	if cc.Listen != "" {
-		if c.peers, err = newPeers(c.dir, c.token, cc.Listen); err != nil {
+		pt, err := loadPeerTLS(cc, node)
+		if err != nil {
+			c.dir.Close()
+			return nil, err
+		}
+		if c.peers, err = newPeers(c.dir, c.token, cc.Listen, pt); err != nil {
 			c.dir.Close()
 			return nil, err
 		}
 	}
-	lg.Info("cluster mode: joined", "cluster", cc.URL, "node", node, "advertise", adv, "forwarding", c.peers != nil)
+	lg.Info("cluster mode: joined", "cluster", cc.URL, "node", node, "advertise", adv, "forwarding", c.peers != nil, "mtls", cc.TLSCA != "")
 	return c, nil
 }
 

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,18 +55,70 @@ type peers struct {
 
 	mu    sync.Mutex
 	addrs map[string]string // node → address, dropped when a call to it fails
+
+	tls *peerTLS // nil: plain HTTP (cluster_tls.go)
 }
 
-func newPeers(dir *etcddir.Dir, token, listen string) (*peers, error) {
-	p := &peers{dir: dir, token: token, node: dir.Node(), addrs: map[string]string{}, client: &http.Client{
-		Transport: &http.Transport{DialContext: (&net.Dialer{Timeout: peerDialBound}).DialContext, MaxIdleConnsPerHost: 16},
-	}}
+func newPeers(dir *etcddir.Dir, token, listen string, pt *peerTLS) (*peers, error) {
+	p := &peers{dir: dir, token: token, node: dir.Node(), addrs: map[string]string{}, tls: pt}
+	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: peerDialBound}).DialContext, MaxIdleConnsPerHost: 16}
+	if pt != nil {
+		// The node a request is for is its URL's host (a name, see url);
+		// the dialer connects to that node's address from the directory.
+		tr.DialTLSContext = p.dialTLS
+	}
+	p.client = &http.Client{Transport: tr}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return nil, fmt.Errorf("cluster listener %s: %w", listen, err)
 	}
 	p.ln = ln
 	return p, nil
+}
+
+// dialTLS reaches the node named by addr's host over mutual TLS,
+// checking that its certificate names it.
+func (p *peers) dialTLS(ctx context.Context, _, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	b, err := hex.DecodeString(strings.ReplaceAll(host, ".", ""))
+	if err != nil {
+		return nil, fmt.Errorf("%w: peer host %q: %v", registry.ErrInternal, host, err)
+	}
+	node := string(b)
+	real, err := p.address(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: peerDialBound}, Config: p.tls.clientFor(node)}
+	return d.DialContext(ctx, "tcp", real)
+}
+
+// nodeHost spells a node name as a URL host (hex, in labels of at most
+// 62 characters): any name, and one connection pool per node.
+func nodeHost(node string) string {
+	h := hex.EncodeToString([]byte(node))
+	var labels []string
+	for len(h) > 62 {
+		labels, h = append(labels, h[:62]), h[62:]
+	}
+	return strings.Join(append(labels, h), ".")
+}
+
+// url is where a call to node goes: with TLS the node's name (the dialer
+// resolves it through the directory and checks the certificate names
+// it), else its address.
+func (p *peers) url(ctx context.Context, node, path string) (string, error) {
+	if p.tls != nil {
+		return "https://" + nodeHost(node) + ":0" + path, nil
+	}
+	addr, err := p.address(ctx, node)
+	if err != nil {
+		return "", err
+	}
+	return "http://" + addr + path, nil
 }
 
 // address is node's address, from the directory once, then cached (a
@@ -105,7 +160,7 @@ func (p *peers) Forward(ctx context.Context, node string, call registry.RemoteCa
 
 // post sends body to node's path and decodes its answer into out.
 func (p *peers) post(ctx context.Context, node, path string, body, out any) error {
-	addr, err := p.address(ctx, node)
+	u, err := p.url(ctx, node, path)
 	if err != nil {
 		return err
 	}
@@ -113,10 +168,10 @@ func (p *peers) post(ctx context.Context, node, path string, body, out any) erro
 	if err != nil {
 		return fmt.Errorf("%w: encoding a forwarded call: %v", registry.ErrInternal, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", "http://"+addr+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, "POST", u, bytes.NewReader(b))
 	if err != nil {
 		p.forget(node)
-		return fmt.Errorf("%w: node %q address %q: %v", registry.ErrUnavailable, node, addr, err)
+		return fmt.Errorf("%w: node %q at %q: %v", registry.ErrUnavailable, node, u, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+p.token)
 	req.Header.Set(peerNodeHdr, p.node)
@@ -154,6 +209,11 @@ func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any)
 			return
 		}
 		tok, _ := bytes.CutPrefix([]byte(r.Header.Get("Authorization")), []byte("Bearer "))
+		if !peerNamed(r.TLS, r.Header.Get(peerNodeHdr)) {
+			lg.Warn("cluster: refused a node-to-node call whose certificate does not name the node it claims", "remote", r.RemoteAddr, "claims_node", r.Header.Get(peerNodeHdr))
+			http.Error(w, "certificate does not name the calling node", http.StatusUnauthorized)
+			return
+		}
 		if subtle.ConstantTimeCompare(tok, []byte(p.token)) != 1 {
 			lg.Warn("cluster: refused a node-to-node call with a wrong token", "remote", r.RemoteAddr, "claims_node", r.Header.Get(peerNodeHdr))
 			http.Error(w, "wrong cluster token", http.StatusUnauthorized)
@@ -184,8 +244,13 @@ func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any)
 		_ = json.NewEncoder(w).Encode(a)
 	})
 	p.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	ln := p.ln
+	if p.tls != nil {
+		p.srv.TLSConfig = p.tls.server
+		ln = tls.NewListener(p.ln, p.tls.server)
+	}
 	go func() {
-		if err := p.srv.Serve(p.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := p.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			lg.Warn("cluster listener failed", "err", err)
 		}
 	}()

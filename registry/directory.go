@@ -39,6 +39,9 @@ type DirReservation struct {
 	Persistent    bool
 	MaxConcurrent int
 	MaxRetained   int
+	// Record, when set, is published in the same write as the
+	// reservation (a persistent process: its ID is drawn before).
+	Record *DirProcess
 }
 
 // DirProcess is the directory's record of a persistent process: the keyed
@@ -70,8 +73,9 @@ type Directory interface {
 	// Reserve takes the slots of r or refuses; on success the caller owns
 	// them until Release.
 	Reserve(ctx context.Context, r DirReservation) error
-	// Release returns slots Reserve or Adopt took.
-	Release(ctx context.Context, s DirScope, running, retained int) error
+	// Release returns slots Reserve or Adopt took, and deletes the
+	// records of unpublish in the same write.
+	Release(ctx context.Context, s DirScope, running, retained int, unpublish ...[32]byte) error
 	// Publish records a started persistent process.
 	Publish(ctx context.Context, p DirProcess) error
 	// Unpublish removes a process's record (it was forgotten).
@@ -166,14 +170,18 @@ func (r *Registry) reserveIn(ctx context.Context, o owner, pr *prepared) (*proc,
 		return nil, err
 	}
 	q := r.quotasFor(&pr.cs.policy)
-	err = r.dir.Reserve(ctx, DirReservation{Scope: dirScope(o), Persistent: p.persistent, MaxConcurrent: q.MaxConcurrent, MaxRetained: q.MaxRetained})
+	dr := DirReservation{Scope: dirScope(o), Persistent: p.persistent, MaxConcurrent: q.MaxConcurrent, MaxRetained: q.MaxRetained}
+	if p.persistent { // published with the reservation: no ID escapes that another node cannot find
+		dr.Record = &DirProcess{Key: r.dirKeyOf(p.id), Owner: dirScope(o), Node: r.dir.Node(), Label: p.label}
+	}
+	err = r.dir.Reserve(ctx, dr)
 	r.mu.Lock()
 	if err != nil {
 		r.unreserveLocked(p)
 	} else {
 		p.dirHeld = holdRunning
 		if p.persistent {
-			p.dirHeld |= holdRetained
+			p.dirHeld |= holdRetained | holdPublished
 		}
 	}
 	r.mu.Unlock()
@@ -185,22 +193,6 @@ func (r *Registry) reserveIn(ctx context.Context, o owner, pr *prepared) (*proc,
 		return nil, err
 	}
 	return p, nil
-}
-
-// dirPublish records a started persistent process before its ID is
-// returned (so no ID escapes that another node cannot find).
-func (r *Registry) dirPublish(ctx context.Context, p *proc) error {
-	if !p.persistent {
-		return nil
-	}
-	err := r.dir.Publish(ctx, DirProcess{Key: r.dirKeyOf(p.id), Owner: dirScope(p.own), Node: r.dir.Node(), Label: p.label})
-	if err != nil {
-		return fmt.Errorf("%w: publishing the process in the directory: %w", ErrUnavailable, err)
-	}
-	r.mu.Lock()
-	p.dirHeld |= holdPublished
-	r.mu.Unlock()
-	return nil
 }
 
 // dirRelease returns what p still holds among want, once. Called after
@@ -222,13 +214,17 @@ func (r *Registry) dirRelease(p *proc, want dirHold) {
 	if h&holdRetained != 0 {
 		ret = 1
 	}
-	if run+ret > 0 {
-		if err := r.dir.Release(ctx, dirScope(p.own), run, ret); err != nil {
+	var unpub [][32]byte
+	if h&holdPublished != 0 {
+		unpub = append(unpub, r.dirKeyOf(p.id))
+	}
+	switch {
+	case run+ret > 0: // one write: the slots and the record
+		if err := r.dir.Release(ctx, dirScope(p.own), run, ret, unpub...); err != nil {
 			r.log.Warn("directory release failed: the slots stay taken until this node's lease is renewed or expires", append(p.attrs(), "err", err)...)
 		}
-	}
-	if h&holdPublished != 0 {
-		if err := r.dir.Unpublish(ctx, r.dirKeyOf(p.id)); err != nil {
+	case len(unpub) > 0:
+		if err := r.dir.Unpublish(ctx, unpub[0]); err != nil {
 			r.log.Warn("directory unpublish failed", append(p.attrs(), "err", err)...)
 		}
 	}

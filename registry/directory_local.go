@@ -40,6 +40,9 @@ func (d *LocalDirectory) Reserve(ctx context.Context, r DirReservation) error {
 		h.Retained++
 	}
 	d.counts[r.Scope] = h
+	if r.Record != nil {
+		d.procs[r.Record.Key] = *r.Record
+	}
 	return nil
 }
 
@@ -55,9 +58,12 @@ func checkCaps(h DirHolding, r DirReservation) error {
 }
 
 // Release returns slots; it never goes below zero.
-func (d *LocalDirectory) Release(_ context.Context, s DirScope, running, retained int) error {
+func (d *LocalDirectory) Release(_ context.Context, s DirScope, running, retained int, unpublish ...[32]byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	for _, k := range unpublish {
+		delete(d.procs, k)
+	}
 	h := d.counts[s]
 	h.Running, h.Retained = max(0, h.Running-running), max(0, h.Retained-retained)
 	if h == (DirHolding{}) {

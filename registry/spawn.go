@@ -511,11 +511,6 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 		r.log.Warn("spawn not journaled: process killed", append(p.attrs(), "err", err)...)
 		return err
 	}
-	if err := r.dirPublish(ctx, p); err != nil {
-		r.abandon(p, h)
-		r.log.Warn("spawn not published in the directory: process killed", append(p.attrs(), "err", err)...)
-		return err
-	}
 	p.term = r.startTerminal(p, h, pr.spec.Terminal, nil, false) // before p is published
 	r.mu.Lock()
 	if r.closed || p.reasonSet {

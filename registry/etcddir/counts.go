@@ -22,14 +22,32 @@ func (d *Dir) Reserve(ctx context.Context, r registry.DirReservation) error {
 	if r.Persistent {
 		delta.Retained = 1
 	}
-	return d.change(ctx, r.Scope, delta, &r)
+	var then []clientv3.Op
+	if r.Record != nil {
+		then = append(then, d.publishOp(*r.Record))
+	}
+	if err := d.change(ctx, r.Scope, delta, &r, then...); err != nil {
+		return err
+	}
+	if r.Record != nil {
+		d.mu.Lock()
+		d.published[r.Record.Key] = *r.Record
+		d.mu.Unlock()
+	}
+	return nil
 }
 
 // Release returns slots (never below zero). A failed write is kept as a
 // dirty scope and rewritten by the keep-alive loop when etcd answers.
-func (d *Dir) Release(ctx context.Context, s registry.DirScope, running, retained int) error {
-	err := d.change(ctx, s, registry.DirHolding{Running: -running, Retained: -retained}, nil)
-	return err
+func (d *Dir) Release(ctx context.Context, s registry.DirScope, running, retained int, unpublish ...[32]byte) error {
+	then := make([]clientv3.Op, 0, len(unpublish))
+	d.mu.Lock()
+	for _, k := range unpublish {
+		delete(d.published, k)
+		then = append(then, clientv3.OpDelete(d.procKey(k)))
+	}
+	d.mu.Unlock()
+	return d.change(ctx, s, registry.DirHolding{Running: -running, Retained: -retained}, nil, then...)
 }
 
 // Adopt counts a process this node took back, without a cap check.
@@ -46,7 +64,9 @@ func (d *Dir) Adopt(ctx context.Context, s registry.DirScope, h registry.DirHold
 // change applies delta to this node's count of scope s: with cap (a
 // reservation) the new total is checked first. Serialised per scope on
 // this node; across nodes the gen CAS decides.
-func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.DirHolding, cap *registry.DirReservation) error {
+// then is written in the same transaction (a record published with its
+// reservation, or deleted with its release).
+func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.DirHolding, cap *registry.DirReservation, then ...clientv3.Op) error {
 	sk := scopeKey(s)
 	l := d.scopeLock(sk)
 	l.Lock()
@@ -61,7 +81,11 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 	next.Retained = max(0, next.Retained+delta.Retained)
 	var err error
 	if cap == nil && d.addTally(sk, s, delta) {
-		return nil // adopting: etcd keeps the earlier run's counts until AdoptDone
+		if len(then) > 0 { // adopting: etcd keeps the earlier run's counts until AdoptDone, not the records
+			_, err := d.txn(ctx, nil, then, nil)
+			return unavailableIf("unpublish process", err)
+		}
+		return nil
 	}
 	if cap == nil {
 		d.setMine(sk, next) // a release or an adoption is true at once, whatever etcd says
@@ -82,7 +106,7 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 			}
 		}
 		var ok bool
-		ok, st, err = d.casCount(ctx, sk, st, next)
+		ok, st, err = d.casCount(ctx, sk, st, next, then)
 		if err != nil {
 			break
 		}
@@ -184,7 +208,7 @@ func (d *Dir) setMine(sk string, c scopeCount) {
 
 // casCount writes this node's count of sk if the scope's gen is still
 // st's; otherwise the same round trip returns the fresh state.
-func (d *Dir) casCount(ctx context.Context, sk string, st *scopeState, c scopeCount) (bool, *scopeState, error) {
+func (d *Dir) casCount(ctx context.Context, sk string, st *scopeState, c scopeCount, then []clientv3.Op) (bool, *scopeState, error) {
 	put := clientv3.OpDelete(d.countKey(sk, d.node))
 	if c.Running > 0 || c.Retained > 0 {
 		b, _ := json.Marshal(c)
@@ -192,7 +216,7 @@ func (d *Dir) casCount(ctx context.Context, sk string, st *scopeState, c scopeCo
 	}
 	resp, err := d.txn(ctx,
 		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(d.genKey(sk)), "=", st.genRev)},
-		[]clientv3.Op{clientv3.OpPut(d.genKey(sk), ""), put},
+		append([]clientv3.Op{clientv3.OpPut(d.genKey(sk), ""), put}, then...),
 		[]clientv3.Op{clientv3.OpGet(d.genKey(sk)), clientv3.OpGet(d.countsKey(sk), clientv3.WithPrefix())})
 	if err != nil {
 		return false, st, unavailable("reserve", err)

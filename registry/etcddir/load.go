@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -14,9 +15,13 @@ import (
 // Each node publishes its load — the processes of both tiers it holds a
 // concurrent slot for, the sum of its per-scope counts — under
 // P load/<node>, under its lease, for placement. It is written by one
-// goroutine after every change, coalesced, so a reservation pays no
-// extra round trip; placement reads it a write late, and the chosen node
+// goroutine after a change, at most every loadGap, so a reservation pays
+// no extra round trip and a busy node adds at most 2 writes/s; placement reads it a write late, and the chosen node
 // refuses beyond its capacity (placement then tries the next).
+
+// loadGap bounds the load writes of one node to 2/s, whatever its spawn
+// rate (placement tolerates the lag: a full node refuses for itself).
+const loadGap = 500 * time.Millisecond
 
 type loadValue struct {
 	Running  int `json:"running"`
@@ -70,6 +75,11 @@ func (d *Dir) loadWriter() {
 			continue
 		}
 		last, lastLease = l, lease
+		select { // at most one load write per loadGap: kicks meanwhile coalesce
+		case <-d.stop:
+			return
+		case <-time.After(loadGap):
+		}
 	}
 }
 

@@ -194,7 +194,9 @@ type Process struct {
 	ID string `json:"id"`
 	// LogID is the short hash the daemon's log uses for this process
 	// (attribute "proc"); logs never carry the ID itself.
-	LogID         string  `json:"log_id"`
+	LogID string `json:"log_id"`
+	// Node is the cluster node holding it ("" outside cluster mode).
+	Node          string  `json:"node,omitempty"`
 	Capsule       string  `json:"capsule"`
 	Principal     string  `json:"principal"`
 	Label         string  `json:"label,omitempty"`
@@ -215,6 +217,9 @@ type Process struct {
 // ProcessList is the answer of GET /v1/processes.
 type ProcessList struct {
 	Processes []Process `json:"processes"`
+	// Unreachable names the cluster nodes whose processes are missing
+	// from the list because they did not answer.
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // LogChunk is a slice of one output stream. Data is base64 in JSON, so

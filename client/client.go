@@ -237,6 +237,13 @@ func (c *Client) Call(ctx context.Context, req CallRequest) (CallResponse, error
 
 // Processes is the operator view, filtered by capsule and principal ("" : any).
 func (c *Client) Processes(ctx context.Context, capsule, principal string) ([]Process, error) {
+	l, err := c.ProcessList(ctx, capsule, principal)
+	return l.Processes, err
+}
+
+// ProcessList is Processes with the cluster nodes that did not answer
+// (cluster mode: the list spans every live node).
+func (c *Client) ProcessList(ctx context.Context, capsule, principal string) (ProcessList, error) {
 	q := url.Values{}
 	if capsule != "" {
 		q.Set("capsule", capsule)
@@ -250,7 +257,7 @@ func (c *Client) Processes(ctx context.Context, capsule, principal string) ([]Pr
 	}
 	var l ProcessList
 	err := c.do(ctx, "GET", p, nil, &l)
-	return l.Processes, err
+	return l, err
 }
 
 // Process returns one process.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/blake2b"
@@ -38,6 +39,9 @@ type DirReservation struct {
 	Persistent    bool
 	MaxConcurrent int
 	MaxRetained   int
+	// Record, when set, is published in the same write as the
+	// reservation (a persistent process: its ID is drawn before).
+	Record *DirProcess
 }
 
 // DirProcess is the directory's record of a persistent process: the keyed
@@ -69,8 +73,9 @@ type Directory interface {
 	// Reserve takes the slots of r or refuses; on success the caller owns
 	// them until Release.
 	Reserve(ctx context.Context, r DirReservation) error
-	// Release returns slots Reserve or Adopt took.
-	Release(ctx context.Context, s DirScope, running, retained int) error
+	// Release returns slots Reserve or Adopt took, and deletes the
+	// records of unpublish in the same write.
+	Release(ctx context.Context, s DirScope, running, retained int, unpublish ...[32]byte) error
 	// Publish records a started persistent process.
 	Publish(ctx context.Context, p DirProcess) error
 	// Unpublish removes a process's record (it was forgotten).
@@ -81,6 +86,26 @@ type Directory interface {
 	Adopt(ctx context.Context, s DirScope, h DirHolding, rec *DirProcess) error
 	// Lookup finds a process's record by key; ErrNoSuchProcess when none.
 	Lookup(ctx context.Context, key [32]byte) (DirProcess, error)
+	// AdoptDone says the registry's Adopt has counted everything it took
+	// back: after a restart within the lease the earlier counts held until
+	// now (no window for another node to over-reserve); they are replaced
+	// by what was adopted.
+	AdoptDone(ctx context.Context) error
+	// LiveNodes is every registered node with its capacity and load
+	// (placement), by name.
+	LiveNodes(ctx context.Context) ([]DirNode, error)
+	// Holders is the nodes other than this one that hold something of s
+	// (a cluster-wide list asks each of them), by name.
+	Holders(ctx context.Context, s DirScope) ([]string, error)
+}
+
+// DirNode is one live node as placement sees it: Running is what it
+// last published (it lags by a write; the node itself refuses beyond its
+// capacity, and placement then tries the next).
+type DirNode struct {
+	Name     string
+	Capacity int // 0: no cap
+	Running  int
 }
 
 // DirRecordError is a value under the directory's keys that is not one of
@@ -126,6 +151,14 @@ func dirScope(o owner) DirScope {
 	return DirScope{Capsule: o.capsule, Principal: o.principal, Fallback: o.fallback}
 }
 
+// nodeName is this node's name in cluster mode, "" on a single node.
+func (r *Registry) nodeName() string {
+	if _, local := r.dir.(*LocalDirectory); local {
+		return ""
+	}
+	return r.dir.Node()
+}
+
 // Directory returns the registry's directory (never nil).
 func (r *Registry) Directory() Directory { return r.dir }
 
@@ -137,14 +170,18 @@ func (r *Registry) reserveIn(ctx context.Context, o owner, pr *prepared) (*proc,
 		return nil, err
 	}
 	q := r.quotasFor(&pr.cs.policy)
-	err = r.dir.Reserve(ctx, DirReservation{Scope: dirScope(o), Persistent: p.persistent, MaxConcurrent: q.MaxConcurrent, MaxRetained: q.MaxRetained})
+	dr := DirReservation{Scope: dirScope(o), Persistent: p.persistent, MaxConcurrent: q.MaxConcurrent, MaxRetained: q.MaxRetained}
+	if p.persistent { // published with the reservation: no ID escapes that another node cannot find
+		dr.Record = &DirProcess{Key: r.dirKeyOf(p.id), Owner: dirScope(o), Node: r.dir.Node(), Label: p.label}
+	}
+	err = r.dir.Reserve(ctx, dr)
 	r.mu.Lock()
 	if err != nil {
 		r.unreserveLocked(p)
 	} else {
 		p.dirHeld = holdRunning
 		if p.persistent {
-			p.dirHeld |= holdRetained
+			p.dirHeld |= holdRetained | holdPublished
 		}
 	}
 	r.mu.Unlock()
@@ -156,22 +193,6 @@ func (r *Registry) reserveIn(ctx context.Context, o owner, pr *prepared) (*proc,
 		return nil, err
 	}
 	return p, nil
-}
-
-// dirPublish records a started persistent process before its ID is
-// returned (so no ID escapes that another node cannot find).
-func (r *Registry) dirPublish(ctx context.Context, p *proc) error {
-	if !p.persistent {
-		return nil
-	}
-	err := r.dir.Publish(ctx, DirProcess{Key: r.dirKeyOf(p.id), Owner: dirScope(p.own), Node: r.dir.Node(), Label: p.label})
-	if err != nil {
-		return fmt.Errorf("%w: publishing the process in the directory: %w", ErrUnavailable, err)
-	}
-	r.mu.Lock()
-	p.dirHeld |= holdPublished
-	r.mu.Unlock()
-	return nil
 }
 
 // dirRelease returns what p still holds among want, once. Called after
@@ -193,13 +214,17 @@ func (r *Registry) dirRelease(p *proc, want dirHold) {
 	if h&holdRetained != 0 {
 		ret = 1
 	}
-	if run+ret > 0 {
-		if err := r.dir.Release(ctx, dirScope(p.own), run, ret); err != nil {
+	var unpub [][32]byte
+	if h&holdPublished != 0 {
+		unpub = append(unpub, r.dirKeyOf(p.id))
+	}
+	switch {
+	case run+ret > 0: // one write: the slots and the record
+		if err := r.dir.Release(ctx, dirScope(p.own), run, ret, unpub...); err != nil {
 			r.log.Warn("directory release failed: the slots stay taken until this node's lease is renewed or expires", append(p.attrs(), "err", err)...)
 		}
-	}
-	if h&holdPublished != 0 {
-		if err := r.dir.Unpublish(ctx, r.dirKeyOf(p.id)); err != nil {
+	case len(unpub) > 0:
+		if err := r.dir.Unpublish(ctx, unpub[0]); err != nil {
 			r.log.Warn("directory unpublish failed", append(p.attrs(), "err", err)...)
 		}
 	}
@@ -232,17 +257,63 @@ func (r *Registry) remoteHolder(ctx context.Context, o owner, id string) error {
 	if _, local := r.dir.(*LocalDirectory); local {
 		return ErrNoSuchProcess
 	}
-	rec, err := r.dir.Lookup(ctx, r.dirKeyOf(id))
-	if err != nil && !errors.Is(err, ErrNoSuchProcess) {
-		return err // unreachable (ErrUnavailable) or unreadable (*DirRecordError): not "no such"
+	key := r.dirKeyOf(id)
+	rec, ok := r.holders.get(key)
+	if !ok {
+		var err error
+		rec, err = r.dir.Lookup(ctx, key)
+		if err != nil && !errors.Is(err, ErrNoSuchProcess) {
+			return err // unreachable (ErrUnavailable) or unreadable (*DirRecordError): not "no such"
+		}
+		if err != nil {
+			return ErrNoSuchProcess
+		}
+		if !rec.Lost && rec.Node != r.dir.Node() && r.cfg.Forwarder != nil {
+			r.holders.put(key, rec) // only forwarding's answers invalidate it
+		}
 	}
-	if err != nil || rec.Owner != dirScope(o) || rec.Node == r.dir.Node() {
+	if rec.Owner != dirScope(o) || rec.Node == r.dir.Node() {
 		return ErrNoSuchProcess
 	}
 	if rec.Lost {
 		return fmt.Errorf("%w: its node %q left the cluster (lease expired): the process is lost", ErrNoSuchProcess, rec.Node)
 	}
 	return &HeldElsewhereError{Node: rec.Node}
+}
+
+// holderCache remembers which node holds a process of another node:
+// processes never move, so the directory is asked once per ID, not per
+// call. An entry is dropped when its holder answers no-such-process
+// (released), cannot be reached (it may be gone: the directory decides
+// again), or the ID is released through this node; the cache is emptied
+// when it reaches its bound.
+type holderCache struct {
+	mu sync.Mutex
+	m  map[[32]byte]DirProcess
+}
+
+const holderCacheMax = 1 << 16
+
+func (c *holderCache) get(k [32]byte) (DirProcess, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.m[k]
+	return p, ok
+}
+
+func (c *holderCache) put(k [32]byte, p DirProcess) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= holderCacheMax {
+		c.m = map[[32]byte]DirProcess{}
+	}
+	c.m[k] = p
+}
+
+func (c *holderCache) drop(k [32]byte) {
+	c.mu.Lock()
+	delete(c.m, k)
+	c.mu.Unlock()
 }
 
 // HeldElsewhereError is a call for a process another node holds (it is

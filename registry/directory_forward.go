@@ -33,6 +33,11 @@ type RemoteCall struct {
 	Signal  Signal         `json:"signal,omitempty"`
 	Timeout time.Duration  `json:"timeout,omitempty"`
 	Grace   *time.Duration `json:"grace,omitempty"`
+	// Spawn and Persist: a placed spawn-persistent (placement.go).
+	Spawn   *SpawnRequest   `json:"spawn,omitempty"`
+	Persist *PersistOptions `json:"persist,omitempty"`
+	Label   *string         `json:"label,omitempty"` // list: the label filter
+	Seq     uint64          `json:"seq,omitempty"`   // poll-events: the cursor
 }
 
 // The forwarded operations.
@@ -45,6 +50,13 @@ const (
 	OpWait       = "wait"
 	OpStop       = "stop"
 	OpRelease    = "release"
+	// OpSpawnPersistent runs a spawn placement chose this node for.
+	OpSpawnPersistent = "spawn-persistent"
+	// OpList is the holder's part of a cluster-wide list-processes.
+	OpList = "list"
+	// OpPollEvents is a non-blocking poll of the holder's events for the
+	// caller (events_relay.go).
+	OpPollEvents = "poll-events"
 )
 
 type noForwardKey struct{}
@@ -61,6 +73,11 @@ func forwardAs[T any](ctx context.Context, r *Registry, err error, call RemoteCa
 	c, _ := CallerFrom(ctx) // resolve found the caller: present
 	call.Caller = c
 	raw, ferr := r.cfg.Forwarder.Forward(ctx, he.Node, call)
+	if ferr != nil || call.Op == OpRelease {
+		if ferr == nil || errors.Is(ferr, ErrNoSuchProcess) || errors.As(ferr, new(*HeldElsewhereError)) {
+			r.holders.drop(r.dirKeyOf(call.ID))
+		}
+	}
 	if ferr != nil {
 		return zero, ferr
 	}
@@ -102,6 +119,15 @@ func (r *Registry) ServeRemote(ctx context.Context, call RemoteCall) (json.RawMe
 		out, err = r.Stop(ctx, call.ID, call.Grace)
 	case OpRelease:
 		err = r.Release(ctx, call.ID)
+	case OpSpawnPersistent:
+		if call.Spawn == nil || call.Persist == nil {
+			return nil, fmt.Errorf("%w: a forwarded spawn without its request", ErrInvalidInput)
+		}
+		out, err = r.SpawnPersistent(ctx, *call.Spawn, *call.Persist)
+	case OpList:
+		out, err = r.List(ctx, call.Label)
+	case OpPollEvents:
+		out, err = r.PollEvents(ctx, call.Seq, call.Max, 0)
 	default:
 		return nil, fmt.Errorf("%w: unknown forwarded operation %q", ErrInvalidInput, call.Op)
 	}
@@ -125,7 +151,7 @@ var remoteClasses = []struct {
 	err  error
 }{
 	{"capability-denied", ErrCapabilityDenied}, {"invalid-input", ErrInvalidInput},
-	{"boundary-escape", ErrBoundaryEscape}, {"quota", ErrQuota}, {"too-large", ErrTooLarge},
+	{"boundary-escape", ErrBoundaryEscape}, {"quota", ErrQuota}, {"node-full", ErrNodeFull}, {"too-large", ErrTooLarge},
 	{"closed", ErrClosed}, {"cancelled", ErrCancelled}, {"wait-timeout", ErrWaitTimeout},
 	{"unavailable", ErrUnavailable}, {"no-such-process", ErrNoSuchProcess},
 	{"registry-full", ErrRegistryFull}, {"persist-unsupported", ErrPersistUnsupported},

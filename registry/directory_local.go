@@ -40,6 +40,9 @@ func (d *LocalDirectory) Reserve(ctx context.Context, r DirReservation) error {
 		h.Retained++
 	}
 	d.counts[r.Scope] = h
+	if r.Record != nil {
+		d.procs[r.Record.Key] = *r.Record
+	}
 	return nil
 }
 
@@ -55,9 +58,12 @@ func checkCaps(h DirHolding, r DirReservation) error {
 }
 
 // Release returns slots; it never goes below zero.
-func (d *LocalDirectory) Release(_ context.Context, s DirScope, running, retained int) error {
+func (d *LocalDirectory) Release(_ context.Context, s DirScope, running, retained int, unpublish ...[32]byte) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	for _, k := range unpublish {
+		delete(d.procs, k)
+	}
 	h := d.counts[s]
 	h.Running, h.Retained = max(0, h.Running-running), max(0, h.Retained-retained)
 	if h == (DirHolding{}) {
@@ -115,3 +121,15 @@ func (d *LocalDirectory) Holding(s DirScope) DirHolding {
 	defer d.mu.Unlock()
 	return d.counts[s]
 }
+
+// LiveNodes is the one node; its load is the registry's own (placement
+// never asks a LocalDirectory: there is nowhere else to go).
+func (d *LocalDirectory) LiveNodes(context.Context) ([]DirNode, error) {
+	return []DirNode{{Name: d.Node()}}, nil
+}
+
+// Holders is none: this node holds everything there is.
+func (d *LocalDirectory) Holders(context.Context, DirScope) ([]string, error) { return nil, nil }
+
+// AdoptDone has nothing to do: Adopt counted into the only copy.
+func (d *LocalDirectory) AdoptDone(context.Context) error { return nil }

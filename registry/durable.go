@@ -230,6 +230,7 @@ func (r *Registry) Adopt(ctx context.Context) (AdoptReport, error) {
 	start := time.Now()
 	var rep AdoptReport
 	if r.jr == nil {
+		r.dirAdoptDone(ctx)
 		return rep, nil
 	}
 	if err := r.jr.ForEachScope(func(o journal.Owner, next uint64) error {
@@ -251,7 +252,19 @@ func (r *Registry) Adopt(ctx context.Context) (AdoptReport, error) {
 	rep.Took = time.Since(start)
 	r.log.Info("journal adopted", "running", rep.Running, "exited", rep.Exited, "lost", rep.Lost,
 		"unreadable", rep.Unreadable, "orphans_terminated", rep.Orphans, "took", rep.Took)
+	r.dirAdoptDone(ctx)
 	return rep, nil
+}
+
+// dirAdoptDone tells the directory the adoption is complete. A failure
+// is logged, not fatal: the earlier counts stay (an upper bound) and the
+// keep-alive loop rewrites them.
+func (r *Registry) dirAdoptDone(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, dirBound)
+	defer cancel()
+	if err := r.dir.AdoptDone(ctx); err != nil {
+		r.log.Warn("directory: adopted counts not yet written (the earlier ones hold until they are)", "err", err)
+	}
 }
 
 // adoptAll adopts recs in parallel and returns the refs they hold.
@@ -393,6 +406,7 @@ func (r *Registry) publishAdopted(p *proc) {
 	p.sc.retained++
 	if !p.exited {
 		p.sc.running++
+		r.running++
 	}
 	r.byKey[p.key] = p
 	r.all[p] = struct{}{}

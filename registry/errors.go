@@ -23,6 +23,10 @@ var (
 	ErrRegistryFull       = errors.New("registry full")
 	ErrPersistUnsupported = errors.New("persistent processes unsupported for this caller")
 	ErrTornWrite          = errors.New("torn stdin write")
+	// ErrNodeFull is a node at its NodeCapacity, or a cluster whose every
+	// live node is; errors.Is(err, ErrRegistryFull) holds (WIT
+	// registry-full).
+	ErrNodeFull = fmt.Errorf("%w: node at capacity", ErrRegistryFull)
 )
 
 // TornWriteError reports a stdin write that failed after Written leading

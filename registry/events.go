@@ -83,7 +83,18 @@ func (r *Registry) PollEvents(ctx context.Context, cursor uint64, max uint32, ti
 	timeout = max0(min(timeout, r.cfg.Defaults.WaitCap))
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	relay := r.relaying(ctx)
+	var tick <-chan time.Time
+	if relay {
+		t := time.NewTicker(relayEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	var missed uint64
 	for {
+		if relay {
+			missed += r.pullRemote(ctx, o)
+		}
 		r.mu.Lock()
 		if r.closed {
 			r.mu.Unlock()
@@ -114,11 +125,13 @@ func (r *Registry) PollEvents(ctx context.Context, cursor uint64, max uint32, ti
 		}
 		notify := sc.notify
 		r.mu.Unlock()
+		b.Missed += missed
 		if len(b.Events) > 0 || b.Missed > 0 {
 			return b, nil
 		}
 		select {
 		case <-notify:
+		case <-tick:
 		case <-timer.C:
 			return b, nil
 		case <-ctx.Done():

@@ -2,7 +2,10 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -91,6 +94,7 @@ func (r *Registry) info(p *proc, idle time.Duration, operator bool) Info {
 	out, errl := p.h.Stdout(), p.h.Stderr()
 	in := Info{
 		ID:            p.id,
+		Node:          r.nodeName(),
 		Label:         p.label,
 		Command:       p.command,
 		Phase:         PhaseRunning,
@@ -167,6 +171,36 @@ func (r *Registry) List(ctx context.Context, labelFilter *string) ([]Info, error
 	for _, p := range ps {
 		out = append(out, r.info(p, idles[p], false))
 	}
+	return r.listElsewhere(ctx, o, labelFilter, out)
+}
+
+// listElsewhere adds the caller's processes other nodes hold (cluster
+// mode with forwarding; not for a forwarded list). A holder that cannot
+// be reached fails the list with unavailable naming it: a list silently
+// missing processes would read as "they are gone".
+func (r *Registry) listElsewhere(ctx context.Context, o owner, labelFilter *string, out []Info) ([]Info, error) {
+	if r.cfg.Forwarder == nil || ctx.Value(noForwardKey{}) != nil {
+		return out, nil
+	}
+	nodes, err := r.dir.Holders(ctx, dirScope(o))
+	if err != nil {
+		return nil, err
+	}
+	c, _ := CallerFrom(ctx)
+	for _, n := range nodes {
+		raw, err := r.cfg.Forwarder.Forward(ctx, n, RemoteCall{Op: OpList, Caller: c, Label: labelFilter})
+		if err != nil {
+			return nil, fmt.Errorf("list-processes: node %q: %w", n, err)
+		}
+		var more []Info
+		if err := json.Unmarshal(raw, &more); err != nil {
+			return nil, fmt.Errorf("%w: node %q answered list with %v", ErrInternal, n, err)
+		}
+		out = append(out, more...)
+	}
+	if len(nodes) > 0 {
+		sort.SliceStable(out, func(i, j int) bool { return out[i].Age > out[j].Age }) // oldest first, as on one node
+	}
 	return out, nil
 }
 
@@ -189,8 +223,11 @@ func (r *Registry) StatusMany(ctx context.Context, ids []string) ([]Info, error)
 	}
 	out := make([]Info, 0, len(ids))
 	for _, id := range ids {
-		if p, idle, err := r.resolve(ctx, id); err == nil {
+		p, idle, err := r.resolve(ctx, id)
+		if err == nil {
 			out = append(out, r.info(p, idle, false))
+		} else if in, ferr := forwardAs[Info](ctx, r, err, RemoteCall{Op: OpStatus, ID: id}); ferr == nil && errors.As(err, new(*HeldElsewhereError)) {
+			out = append(out, in) // held by another node: asked there
 		}
 	}
 	return out, nil

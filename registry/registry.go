@@ -145,6 +145,9 @@ type Registry struct {
 	jr       *journal.Journal // nil: nothing is durable
 	dir      Directory        // never nil: LocalDirectory by default
 	dirHash  [32]byte         // keys DirProcess.Key (Config.DirectoryKey)
+	holders  holderCache      // other nodes' processes this node forwarded to
+	relayMu  sync.Mutex
+	relays   map[owner]*relayState // events_relay.go
 	now      func() time.Time
 	ownState bool // StateDir was created by New and is removed by Shutdown
 
@@ -155,6 +158,7 @@ type Registry struct {
 	byKey    map[procKey]*proc  // persistent processes, by keyed hash of the ID
 	all      map[*proc]struct{} // every process, both tiers, starting included
 	tombs    map[procKey]tombstone
+	running  int // processes of both tiers holding a concurrent slot on this node (Config.NodeCapacity)
 
 	workers    sync.WaitGroup // watchers and reaper-started terminations
 	inflight   sync.WaitGroup // spawns between reservation and publication
@@ -458,6 +462,7 @@ func (r *Registry) recordExit(p *proc) {
 		p.reason, p.reasonSet = lostOr(ex.Lost, ReasonSelfExit), true
 	}
 	p.sc.running--
+	r.running--
 	if p.persistent && !p.forgotten {
 		r.pushLocked(p.sc, evRec{ev: Event{ID: p.id, Kind: EventExited, Exit: e, Reason: p.reason}, p: p})
 	}

@@ -419,18 +419,9 @@ func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
 	if r.capsules[o.capsule] != pr.cs {
 		return nil, fmt.Errorf("%w: capsule %q was removed", ErrUnavailable, o.capsule)
 	}
-	q := r.quotasFor(&pr.cs.policy)
 	sc := r.scopeLocked(o)
-	if sc.running >= q.MaxConcurrent {
-		return nil, fmt.Errorf("%w: %d of %d concurrent processes of this principal are running", ErrQuota, sc.running, q.MaxConcurrent)
-	}
-	if p.persistent {
-		if sc.retained >= q.MaxRetained {
-			return nil, fmt.Errorf("%w: %d of %d retained process IDs of this principal are in use; release exited processes", ErrRegistryFull, sc.retained, q.MaxRetained)
-		}
-		if pr.cs.entries >= q.MaxEntries {
-			return nil, fmt.Errorf("%w: capsule %q holds %d of %d process entries", ErrRegistryFull, o.capsule, pr.cs.entries, q.MaxEntries)
-		}
+	if err := r.checkRoomLocked(o, pr, sc); err != nil {
+		return nil, err
 	}
 	// An ID for both tiers: ephemeral ones are never published, but give
 	// log lines a correlating short hash.
@@ -454,6 +445,7 @@ func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
 		p.id = ""
 	}
 	sc.running++
+	r.running++
 	if p.persistent {
 		sc.retained++
 		pr.cs.entries++
@@ -464,12 +456,35 @@ func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
 	return p, nil
 }
 
+// checkRoomLocked is reserve's refusal: the node's capacity, the scope's
+// quotas, the capsule's entries.
+func (r *Registry) checkRoomLocked(o owner, pr *prepared, sc *scope) error {
+	if c := r.cfg.NodeCapacity; c > 0 && r.running >= c {
+		return fmt.Errorf("%w: node %q runs %d of %d processes", ErrNodeFull, r.dir.Node(), r.running, c)
+	}
+	q := r.quotasFor(&pr.cs.policy)
+	if sc.running >= q.MaxConcurrent {
+		return fmt.Errorf("%w: %d of %d concurrent processes of this principal are running", ErrQuota, sc.running, q.MaxConcurrent)
+	}
+	if pr.persist == nil {
+		return nil
+	}
+	if sc.retained >= q.MaxRetained {
+		return fmt.Errorf("%w: %d of %d retained process IDs of this principal are in use; release exited processes", ErrRegistryFull, sc.retained, q.MaxRetained)
+	}
+	if pr.cs.entries >= q.MaxEntries {
+		return fmt.Errorf("%w: capsule %q holds %d of %d process entries", ErrRegistryFull, o.capsule, pr.cs.entries, q.MaxEntries)
+	}
+	return nil
+}
+
 // unreserve undoes reserve for a process that never started.
 func (r *Registry) unreserveLocked(p *proc) {
 	delete(r.all, p)
 	p.forgotten = true
 	p.exited = true // its slots are returned here: recordExit must not return them again
 	p.sc.running--
+	r.running--
 	if p.persistent {
 		p.sc.retained--
 		p.cs.entries--
@@ -494,11 +509,6 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 	if err := r.journalSpawn(p, pr, h.Ref(), now); err != nil {
 		r.abandon(p, h)
 		r.log.Warn("spawn not journaled: process killed", append(p.attrs(), "err", err)...)
-		return err
-	}
-	if err := r.dirPublish(ctx, p); err != nil {
-		r.abandon(p, h)
-		r.log.Warn("spawn not published in the directory: process killed", append(p.attrs(), "err", err)...)
 		return err
 	}
 	p.term = r.startTerminal(p, h, pr.spec.Terminal, nil, false) // before p is published
@@ -687,6 +697,9 @@ func (r *Registry) SpawnPersistent(ctx context.Context, req SpawnRequest, o Pers
 	pr, err := r.prepare(own, req, &o, false)
 	if err != nil {
 		return "", err
+	}
+	if id, placed, err := r.spawnPlaced(ctx, req, o); placed {
+		return id, err
 	}
 	p, err := r.reserveIn(ctx, own, pr)
 	if err != nil {

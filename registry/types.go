@@ -61,6 +61,12 @@ type Config struct {
 	// holds to that node (directory_forward.go); nil: such a call answers
 	// unavailable naming the node.
 	Forwarder Forwarder
+	// NodeCapacity caps the processes of both tiers running on this node
+	// at once (ErrNodeFull beyond it); 0: no cap. Placement reads it.
+	NodeCapacity int
+	// Placement picks the node a persistent spawn runs on (placement.go);
+	// "": PlaceLocalFirst. Only with a Forwarder.
+	Placement Placement
 }
 
 // Keys are the registry's secrets: Hash keys the ID → map-key hash, MAC
@@ -252,6 +258,7 @@ const (
 // Info mirrors the WIT process-info.
 type Info struct {
 	ID            string
+	Node          string // the node holding it in cluster mode; "" on a single node
 	Capsule       string // operator views only; the WIT record omits it
 	Principal     string // operator views only
 	Label         string

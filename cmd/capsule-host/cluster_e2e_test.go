@@ -2,11 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -50,7 +57,7 @@ func freePeerAddr(t *testing.T) string {
 
 // startCluster runs one daemon per name on one real etcd, all with the
 // same cluster key, a lease TTL of ttl and the test's quotas.
-func startCluster(t *testing.T, names []string, ttl string) ([]*clusterNode, *etcdtest.Cluster, string) {
+func startCluster(t *testing.T, names []string, ttl string, clusterTOML ...string) ([]*clusterNode, *etcdtest.Cluster, string) {
 	t.Helper()
 	bin := builtBinary(t)
 	ec := etcdtest.Start(t, 1)
@@ -78,7 +85,7 @@ func startCluster(t *testing.T, names []string, ttl string) ([]*clusterNode, *et
 			t.Fatal(err)
 		}
 		peer := freePeerAddr(t)
-		toml := fmt.Sprintf("[quotas]\nmax_concurrent = 8\nmax_retained = 32\n\n[cluster]\nurl = %q\nnode = %q\nkey_file = %q\nlease_ttl = %q\nlisten = %q\n", ec.URL()+"/e2e", n, key, ttl, peer)
+		toml := fmt.Sprintf("[quotas]\nmax_concurrent = 8\nmax_retained = 32\n\n[cluster]\nurl = %q\nnode = %q\nkey_file = %q\nlease_ttl = %q\nlisten = %q\n", ec.URL()+"/e2e", n, key, ttl, peer) + strings.ReplaceAll(strings.Join(clusterTOML, "\n"), "{node}", n)
 		if err := os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(toml), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -298,6 +305,187 @@ func TestClusterFaults(t *testing.T) {
 		if time.Now().After(end) {
 			t.Fatalf("spawn 60 s after etcd returned: %s", e)
 		}
+	}
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// TestClusterPlacement: three daemons with room for 2 processes each.
+// Six spawns through a: two stay on a, four are placed on b and c; the
+// seventh is refused (registry-full: no node has room) with no stray
+// process. list_processes through any node shows the caller's six (the
+// holders are asked); another principal sees none; `ps` on c lists all
+// six with a NODE column, two per node.
+func TestClusterPlacement(t *testing.T) {
+	skipSameBinary(t)
+	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s", "capacity = 2")
+	a, c := ns[0], ns[2]
+	for i := range 6 {
+		if _, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark}); e != "" {
+			t.Fatalf("spawn %d through a: %s", i+1, e)
+		}
+	}
+	_, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
+	if !strings.Contains(e, "registry-full") {
+		t.Fatalf("7th spawn: %q, want registry-full (no node has room)", e)
+	}
+	t.Logf("7th spawn: %s", e)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		n := len(shells(withMarker(mark)))
+		if n == 6 {
+			break
+		}
+		if n > 6 || time.Now().After(deadline) {
+			t.Fatalf("%d processes alive, want 6", n)
+		}
+	}
+	for _, n := range ns {
+		m, e := toolErr(t, n.c, "alice", "list_processes", map[string]any{})
+		if l, _ := m["processes"].([]any); e != "" || len(l) != 6 {
+			t.Fatalf("alice's list through %s: %d processes, %q; want 6", n.name, len(l), e)
+		}
+		m, e = toolErr(t, n.c, "mallory", "list_processes", map[string]any{})
+		if l, _ := m["processes"].([]any); e != "" || len(l) != 0 {
+			t.Fatalf("mallory's list through %s: %d processes, %q; want none", n.name, len(l), e)
+		}
+	}
+	out, errOut, code := runCLI(t, "", "ps", "--socket", filepath.Join(c.dir, "d.sock"))
+	if code != 0 || !strings.HasPrefix(out, "ID") || !strings.Contains(strings.SplitN(out, "\n", 2)[0], "NODE") {
+		t.Fatalf("ps on c: exit %d, %q %q", code, out, errOut)
+	}
+	per := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 2 {
+			per[f[1]]++
+		}
+	}
+	if len(per) != 3 || per["a"] != 2 || per["b"] != 2 || per["c"] != 2 {
+		t.Fatalf("ps on c, processes per node %v, want 2 on each:\n%s", per, out)
+	}
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// testCA is a cluster CA for the mTLS test: it signs node certificates
+// whose DNS name is the node's.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test cluster CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue writes name's certificate and key under dir as name.pem and
+// name.key, and returns them as a tls.Certificate.
+func (ca *testCA) issue(t *testing.T, dir, name string) tls.Certificate {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	if err := os.WriteFile(filepath.Join(dir, name+".pem"), certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".key"), keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestClusterMTLS: with [cluster] tls_ca/tls_cert/tls_key the nodes talk
+// mutual TLS: a process spawned through a is written to and read through
+// b. A peer call over plain HTTP, without a client certificate, with a
+// certificate from another CA, or with a good certificate that names
+// another node than the one it claims, is refused.
+func TestClusterMTLS(t *testing.T) {
+	skipSameBinary(t)
+	certs := t.TempDir()
+	ca := newTestCA(t)
+	if err := os.WriteFile(filepath.Join(certs, "ca.pem"), ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca.issue(t, certs, "a")
+	certB := ca.issue(t, certs, "b")
+	rogue := newTestCA(t).issue(t, t.TempDir(), "a")
+	ns, _, mark := startCluster(t, []string{"a", "b"}, "5s",
+		fmt.Sprintf("tls_ca = %q", filepath.Join(certs, "ca.pem")),
+		fmt.Sprintf("tls_cert = %q", filepath.Join(certs, "{node}.pem")),
+		fmt.Sprintf("tls_key = %q", filepath.Join(certs, "{node}.key")))
+	a, b := ns[0], ns[1]
+	m, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "cat # " + mark, "keep_stdin_open": true})
+	if e != "" {
+		t.Fatal(e)
+	}
+	id := m["id"].(string)
+	if _, e := toolErr(t, b.c, "alice", "write_process_stdin", map[string]any{"id": id, "data": "over tls\n"}); e != "" {
+		t.Fatalf("write through b over mTLS: %s", e)
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m, e = toolErr(t, b.c, "alice", "read_process_logs", map[string]any{"id": id, "stream": "stdout"})
+		if s, _ := m["stdout"].(string); strings.Contains(s, "over tls\n") {
+			break
+		}
+		if e != "" || time.Now().After(end) {
+			t.Fatalf("read through b over mTLS: %v %q", m, e)
+		}
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.pem)
+	call := func(scheme string, certs []tls.Certificate, claims string) (int, error) {
+		cli := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "a", Certificates: certs}}}
+		defer cli.CloseIdleConnections()
+		req, _ := http.NewRequest("POST", scheme+"://"+a.peer+"/v1/peer/call", strings.NewReader(`{"op":"status","caller":{"Capsule":"shell","Principal":"alice"},"id":"x"}`))
+		req.Header.Set("Authorization", "Bearer forged")
+		req.Header.Set("X-Capsule-Node", claims)
+		resp, err := cli.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if code, err := call("http", nil, "b"); err == nil && code == http.StatusOK {
+		t.Fatal("plain HTTP to an mTLS peer listener answered 200")
+	}
+	if _, err := call("https", nil, "b"); err == nil {
+		t.Fatal("a peer call without a client certificate got an answer")
+	}
+	if _, err := call("https", []tls.Certificate{rogue}, "a"); err == nil {
+		t.Fatal("a peer call with another CA's certificate got an answer")
+	}
+	if code, err := call("https", []tls.Certificate{certB}, "a"); err != nil || code != http.StatusUnauthorized {
+		t.Fatalf("b's certificate claiming to be a: %d %v, want 401", code, err)
+	}
+	if code, err := call("https", []tls.Certificate{certB}, "b"); err != nil || code != http.StatusUnauthorized {
+		t.Fatalf("b's certificate with a forged token: %d %v, want 401", code, err)
 	}
 	for _, n := range ns {
 		endServe(t, n.d)

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -217,17 +218,25 @@ func runPS(e *env, o *opts, _ []string) error {
 	if err != nil {
 		return err
 	}
-	ps, err := c.Processes(e.ctx, o.capsule, o.principal)
+	l, err := c.ProcessList(e.ctx, o.capsule, o.principal)
 	if err != nil {
 		return err
 	}
+	if len(l.Unreachable) > 0 {
+		fmt.Fprintf(e.stderr, "capsule-host: cluster nodes not answering, their processes are missing: %s\n", strings.Join(l.Unreachable, ", "))
+	}
 	if e.g.json {
-		return printJSON(e.stdout, api.ProcessList{Processes: ps})
+		return printJSON(e.stdout, l)
+	}
+	ps := l.Processes
+	node := func(api.Process) string { return "" } // a NODE column in cluster mode only
+	if slices.ContainsFunc(ps, func(p api.Process) bool { return p.Node != "" }) {
+		node = func(p api.Process) string { return dash(p.Node) + "\t" }
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCAPSULE\tPRINCIPAL\tLABEL\tPHASE\tEXIT\tAGE\tCOMMAND")
+	fmt.Fprintln(tw, "ID\t"+node(api.Process{Node: "NODE"})+"CAPSULE\tPRINCIPAL\tLABEL\tPHASE\tEXIT\tAGE\tCOMMAND")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Capsule, p.Principal, dash(p.Label), p.Phase,
+		fmt.Fprintf(tw, "%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, node(p), p.Capsule, p.Principal, dash(p.Label), p.Phase,
 			api.ExitText(p.Exit), ago(p.AgeMS), abbreviate(p.Command, 40))
 	}
 	return tw.Flush()

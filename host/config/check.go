@@ -108,6 +108,15 @@ func (ck *checker) limits(c *Config) error {
 	if c.Processes.SpillBytes < 0 {
 		return ck.fail("processes.spill_bytes", "must not be negative")
 	}
+	if c.Cluster.Capacity < 0 {
+		return ck.fail("cluster.capacity", "must not be negative")
+	}
+	if cl := c.Cluster; (cl.TLSCA == "") != (cl.TLSCert == "") || (cl.TLSCA == "") != (cl.TLSKey == "") {
+		return ck.fail("cluster.tls_ca", "tls_ca, tls_cert and tls_key go together (mutual TLS between nodes needs all three)")
+	}
+	if p := c.Cluster.Placement; p != "" && p != "local-first" && p != "least-loaded" && p != "local" {
+		return ck.fail("cluster.placement", "%q: want local-first, least-loaded or local", p)
+	}
 	if o := c.Processes.OnShutdown; o != "" && o != OnShutdownKeep && o != OnShutdownStop {
 		return ck.fail("processes.on_shutdown", "%q: want %q (processes run on for the next daemon) or %q", o, OnShutdownKeep, OnShutdownStop)
 	}

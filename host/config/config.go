@@ -94,6 +94,26 @@ type Cluster struct {
 	// LeaseTTL is how long a dead node's processes answer unavailable
 	// before they are lost (default 10s).
 	LeaseTTL Duration `toml:"lease_ttl"`
+	// Capacity is how many processes (both tiers) this node runs at once;
+	// beyond it a spawn is placed on another node or refused
+	// (registry-full). Default quotas.max_entries.
+	Capacity int `toml:"capacity"`
+	// Placement picks the node of a persistent spawn: local-first
+	// (default: here while under capacity, else the least-loaded node),
+	// least-loaded, or local.
+	Placement string `toml:"placement"`
+	// LostGrace is how long the records of a node whose lease expired are
+	// kept (answering "lost") before any live node deletes them (default
+	// 1h).
+	LostGrace Duration `toml:"lost_grace"`
+	// TLSCA, TLSCert and TLSKey (PEM files, all or none) switch the
+	// node-to-node channel to mutual TLS 1.3: each node presents its
+	// certificate (a DNS name equal to its node name) signed by the
+	// operator's cluster CA and accepts only peers signed by it. The
+	// cluster token is still required on top.
+	TLSCA   string `toml:"tls_ca"`
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
 }
 
 // Log configures the daemon's log.

@@ -99,6 +99,9 @@ func TestParseErrors(t *testing.T) {
 		{"capsule memory below one instance", "[guests]\nmemory_bytes = 1048576\ncapsule_memory_bytes = 65536\n", 3, "guests.capsule_memory_bytes: 65536 is out of range [1048576"},
 		{"capsule memory below default instance", "[guests]\ncapsule_memory_bytes = 1048576\n", 2, "out of range [268435456"},
 		{"relative process path", "[processes]\npath = \"/usr/bin::bin\"\n", 2, "processes.path"},
+		{"negative cluster capacity", "[cluster]\ncapacity = -2\n", 2, "cluster.capacity"},
+		{"unknown placement", "[cluster]\nplacement = \"random\"\n", 2, "cluster.placement: \"random\""},
+		{"tls without key", "[cluster]\ntls_ca = \"ca.pem\"\ntls_cert = \"a.pem\"\n", 2, "go together"},
 		{"unknown profile key", "[backends]\nenabled=[\"oci\"]\n[profiles.deb]\nrootfs = \"/r\"\nimage = \"x\"\n", 5, "unknown key"},
 	}
 	for _, tc := range tests {

@@ -22,14 +22,32 @@ func (d *Dir) Reserve(ctx context.Context, r registry.DirReservation) error {
 	if r.Persistent {
 		delta.Retained = 1
 	}
-	return d.change(ctx, r.Scope, delta, &r)
+	var then []clientv3.Op
+	if r.Record != nil {
+		then = append(then, d.publishOp(*r.Record))
+	}
+	if err := d.change(ctx, r.Scope, delta, &r, then...); err != nil {
+		return err
+	}
+	if r.Record != nil {
+		d.mu.Lock()
+		d.published[r.Record.Key] = *r.Record
+		d.mu.Unlock()
+	}
+	return nil
 }
 
 // Release returns slots (never below zero). A failed write is kept as a
 // dirty scope and rewritten by the keep-alive loop when etcd answers.
-func (d *Dir) Release(ctx context.Context, s registry.DirScope, running, retained int) error {
-	err := d.change(ctx, s, registry.DirHolding{Running: -running, Retained: -retained}, nil)
-	return err
+func (d *Dir) Release(ctx context.Context, s registry.DirScope, running, retained int, unpublish ...[32]byte) error {
+	then := make([]clientv3.Op, 0, len(unpublish))
+	d.mu.Lock()
+	for _, k := range unpublish {
+		delete(d.published, k)
+		then = append(then, clientv3.OpDelete(d.procKey(k)))
+	}
+	d.mu.Unlock()
+	return d.change(ctx, s, registry.DirHolding{Running: -running, Retained: -retained}, nil, then...)
 }
 
 // Adopt counts a process this node took back, without a cap check.
@@ -46,7 +64,9 @@ func (d *Dir) Adopt(ctx context.Context, s registry.DirScope, h registry.DirHold
 // change applies delta to this node's count of scope s: with cap (a
 // reservation) the new total is checked first. Serialised per scope on
 // this node; across nodes the gen CAS decides.
-func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.DirHolding, cap *registry.DirReservation) error {
+// then is written in the same transaction (a record published with its
+// reservation, or deleted with its release).
+func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.DirHolding, cap *registry.DirReservation, then ...clientv3.Op) error {
 	sk := scopeKey(s)
 	l := d.scopeLock(sk)
 	l.Lock()
@@ -60,6 +80,13 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 	next.Running = max(0, next.Running+delta.Running)
 	next.Retained = max(0, next.Retained+delta.Retained)
 	var err error
+	if cap == nil && d.addTally(sk, s, delta) {
+		if len(then) > 0 { // adopting: etcd keeps the earlier run's counts until AdoptDone, not the records
+			_, err := d.txn(ctx, nil, then, nil)
+			return unavailableIf("unpublish process", err)
+		}
+		return nil
+	}
 	if cap == nil {
 		d.setMine(sk, next) // a release or an adoption is true at once, whatever etcd says
 	}
@@ -79,7 +106,7 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 			}
 		}
 		var ok bool
-		ok, st, err = d.casCount(ctx, sk, st, next)
+		ok, st, err = d.casCount(ctx, sk, st, next, then)
 		if err != nil {
 			break
 		}
@@ -90,6 +117,7 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 		if ok {
 			if cap != nil {
 				d.setMine(sk, next)
+				d.addTally(sk, s, delta)
 			}
 			d.mu.Lock()
 			d.cache[sk] = st
@@ -103,11 +131,57 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 	}
 	if cap == nil {
 		d.mu.Lock()
-		d.dirty[sk] = true
+		d.dirty[sk] = s
 		delete(d.cache, sk)
 		d.mu.Unlock()
 	}
 	return err
+}
+
+// addTally counts delta in the adoption tally; false when not adopting.
+func (d *Dir) addTally(sk string, s registry.DirScope, delta registry.DirHolding) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.adopting {
+		return false
+	}
+	t := d.tally[sk]
+	t.Owner = s
+	t.Running = max(0, t.Running+delta.Running)
+	t.Retained = max(0, t.Retained+delta.Retained)
+	d.tally[sk] = t
+	return true
+}
+
+// AdoptDone ends the adoption after a restart within the lease: what
+// the registry adopted (and reserved or released since) becomes this
+// node's counts, written now; a scope whose processes did not survive
+// drops to zero.
+func (d *Dir) AdoptDone(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.adopting {
+		d.mu.Unlock()
+		return nil
+	}
+	d.adopting = false
+	for sk, c := range d.mine {
+		d.dirty[sk] = c.Owner
+		if _, ok := d.tally[sk]; !ok {
+			delete(d.mine, sk)
+		}
+	}
+	for sk, t := range d.tally {
+		d.dirty[sk] = t.Owner
+		if t.Running == 0 && t.Retained == 0 {
+			delete(d.mine, sk)
+		} else {
+			d.mine[sk] = t
+		}
+	}
+	d.tally = nil
+	d.mu.Unlock()
+	d.kickLoad()
+	return d.flushDirty(ctx)
 }
 
 func checkTotal(st *scopeState, delta registry.DirHolding, cap *registry.DirReservation) error {
@@ -129,11 +203,12 @@ func (d *Dir) setMine(sk string, c scopeCount) {
 		d.mine[sk] = c
 	}
 	d.mu.Unlock()
+	d.kickLoad()
 }
 
 // casCount writes this node's count of sk if the scope's gen is still
 // st's; otherwise the same round trip returns the fresh state.
-func (d *Dir) casCount(ctx context.Context, sk string, st *scopeState, c scopeCount) (bool, *scopeState, error) {
+func (d *Dir) casCount(ctx context.Context, sk string, st *scopeState, c scopeCount, then []clientv3.Op) (bool, *scopeState, error) {
 	put := clientv3.OpDelete(d.countKey(sk, d.node))
 	if c.Running > 0 || c.Retained > 0 {
 		b, _ := json.Marshal(c)
@@ -141,7 +216,7 @@ func (d *Dir) casCount(ctx context.Context, sk string, st *scopeState, c scopeCo
 	}
 	resp, err := d.txn(ctx,
 		[]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(d.genKey(sk)), "=", st.genRev)},
-		[]clientv3.Op{clientv3.OpPut(d.genKey(sk), ""), put},
+		append([]clientv3.Op{clientv3.OpPut(d.genKey(sk), ""), put}, then...),
 		[]clientv3.Op{clientv3.OpGet(d.genKey(sk)), clientv3.OpGet(d.countsKey(sk), clientv3.WithPrefix())})
 	if err != nil {
 		return false, st, unavailable("reserve", err)

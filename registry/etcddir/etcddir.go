@@ -6,6 +6,8 @@
 //	P scopes/<sk>/gen          bumped by every change of the scope's counts: the CAS point
 //	P scopes/<sk>/n/<node>     what <node> holds for the scope, under <node>'s lease
 //	P procs/<hex key>          a persistent process: keyed ID hash, owner, node, label
+//	P load/<node>              what <node> runs in all (placement), under <node>'s lease
+//	P gone/<node>              when <node> was first seen gone (sweep.go)
 //
 // <sk> is a hash of (capsule, principal, fallback). A scope's total is the
 // sum of its per-node counts, so a node whose lease expires gives its
@@ -61,7 +63,10 @@ type Config struct {
 	// OnLease, when set, is told every lease the node registers under (the
 	// daemon persists it for LeaseID).
 	OnLease func(id int64)
-	Logger  *slog.Logger
+	// LostGrace is how long the records of a node whose lease expired
+	// read as lost before they are deleted (sweep.go); default 1 h.
+	LostGrace time.Duration
+	Logger    *slog.Logger
 }
 
 // NodeRecord is one node as the directory holds it.
@@ -114,12 +119,23 @@ type Dir struct {
 	stop  chan struct{}
 	done  chan struct{}
 
+	loadKick  chan struct{} // load.go
+	loadDone  chan struct{}
+	sweepDone chan struct{} // sweep.go
+
 	locks sync.Map // scope key → *sync.Mutex: one CAS in flight per scope on this node
 
-	mu        sync.Mutex
-	cache     map[string]*scopeState
-	mine      map[string]scopeCount // what this node holds: the truth it rewrites after a lost lease
-	dirty     map[string]bool       // scopes whose count in etcd lags mine (a failed release)
+	mu    sync.Mutex
+	cache map[string]*scopeState
+	mine  map[string]scopeCount        // what this node holds: the truth it rewrites after a lost lease
+	dirty map[string]registry.DirScope // scopes whose count in etcd lags mine (a failed release)
+	// adopting: re-registered within the lease, the registry's Adopt not
+	// yet done (AdoptDone). etcd keeps the earlier run's counts (an upper
+	// bound: no other node can over-reserve meanwhile) while tally counts
+	// what is adopted, released and reserved; AdoptDone makes tally the
+	// truth.
+	adopting  bool
+	tally     map[string]scopeCount
 	published map[[32]byte]registry.DirProcess
 }
 
@@ -158,6 +174,9 @@ func Open(ctx context.Context, cfg Config) (*Dir, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = defaultPrefix
 	}
+	if cfg.LostGrace <= 0 {
+		cfg.LostGrace = DefaultLostGrace
+	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: callBound, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("%w: etcd client: %v", registry.ErrUnavailable, err)
@@ -165,7 +184,8 @@ func Open(ctx context.Context, cfg Config) (*Dir, error) {
 	d := &Dir{
 		cfg: cfg, cli: cli, log: cfg.Logger, prefix: cfg.Prefix, node: cfg.Node,
 		stop: make(chan struct{}), done: make(chan struct{}),
-		cache: map[string]*scopeState{}, mine: map[string]scopeCount{}, dirty: map[string]bool{},
+		loadKick: make(chan struct{}, 1), loadDone: make(chan struct{}), sweepDone: make(chan struct{}),
+		cache: map[string]*scopeState{}, mine: map[string]scopeCount{}, dirty: map[string]registry.DirScope{},
 		published: map[[32]byte]registry.DirProcess{},
 	}
 	if d.log == nil {
@@ -177,6 +197,9 @@ func Open(ctx context.Context, cfg Config) (*Dir, error) {
 		return nil, err
 	}
 	go d.keepAlive(ka)
+	go d.loadWriter()
+	go d.sweeper()
+	d.kickLoad()
 	return d, nil
 }
 
@@ -209,6 +232,8 @@ func (d *Dir) Close() error {
 		close(d.stop)
 	}
 	<-d.done
+	<-d.loadDone
+	<-d.sweepDone
 	return d.cli.Close()
 }
 

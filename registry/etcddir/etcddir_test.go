@@ -242,3 +242,51 @@ func TestMemberLoss(t *testing.T) {
 		t.Fatalf("ninth: %v, want quota", err)
 	}
 }
+
+// TestRestartWithinLeaseHoldsCounts: a node restarting within its lease
+// keeps its earlier counts in etcd until its registry has adopted what
+// survived (AdoptDone), so no other node can over-reserve in between;
+// then the counts are exactly what was adopted.
+func TestRestartWithinLeaseHoldsCounts(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a := open(t, c, "a", 0, 0)
+	b := open(t, c, "b", 0, 0)
+	ctx := etcdtest.Context(t, 60*time.Second)
+	for range 8 {
+		if err := b.Reserve(ctx, res(true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lease := b.LeaseID()
+	b.Close() // b's daemon stops; its lease lives on
+	b2 := open(t, c, "b", 0, lease)
+	if err := a.Reserve(ctx, res(false)); !errors.Is(err, registry.ErrQuota) {
+		t.Fatalf("a reserving while b adopts: %v, want quota (b's earlier 8 still count)", err)
+	}
+	// b's registry adopts 5 survivors (3 died while it was down); one of
+	// them exits during the adoption.
+	if err := b2.Adopt(ctx, scope, registry.DirHolding{Running: 5, Retained: 5}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Release(ctx, scope, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if tt := total(t, a); tt.Running != 8 || tt.Retained != 8 {
+		t.Fatalf("etcd during the adoption: %+v, want the earlier 8/8", tt)
+	}
+	if err := b2.AdoptDone(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if tt := total(t, a); tt.Running != 4 || tt.Retained != 5 {
+		t.Fatalf("etcd after the adoption: %+v, want 4 running, 5 retained", tt)
+	}
+	for i := range 5 {
+		err := a.Reserve(ctx, res(false))
+		if i < 4 && err != nil {
+			t.Fatalf("reserve %d after b adopted: %v", i+1, err)
+		}
+		if i == 4 && !errors.Is(err, registry.ErrQuota) {
+			t.Fatalf("reserve beyond the cap: %v, want quota", err)
+		}
+	}
+}

@@ -35,6 +35,7 @@ func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.Lease
 					return nil, err
 				}
 				d.live.Store(true)
+				d.clearGone(ctx)
 				d.log.Info("cluster node re-registered within its lease: records and counts kept", "node", d.node)
 				return ka, nil
 			}
@@ -63,19 +64,23 @@ func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.Lease
 		return nil, unavailable("keep lease alive", err)
 	}
 	d.live.Store(true)
+	d.clearGone(ctx)
 	d.log.Info("cluster node registered", "node", d.node, "lease_ttl", d.cfg.TTL)
 	return ka, nil
 }
 
-// loadMine reads back this node's counts (a restart within the lease):
-// the registry's Adopt then adds nothing twice, because its adoption of
-// each process is counted here again from zero.
+// loadMine reads back this node's counts (a restart within the lease)
+// and starts the adoption: the counts stay in etcd as they are (the
+// earlier run's processes may all still run) until the registry's Adopt
+// has counted what it took back (AdoptDone).
 func (d *Dir) loadMine(ctx context.Context) error {
 	resp, err := d.cli.Get(ctx, d.prefix+"scopes/", clientv3.WithPrefix())
 	if err != nil {
 		return unavailable("read counts", err)
 	}
 	suffix := "/n/" + d.node
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	for _, kv := range resp.Kvs {
 		k := string(kv.Key)
 		if !strings.HasSuffix(k, suffix) {
@@ -85,23 +90,19 @@ func (d *Dir) loadMine(ctx context.Context) error {
 		if err := decode(kv.Key, kv.Value, &c); err != nil {
 			return err
 		}
-		// The registry re-adopts every process it still holds and counts
-		// it again: start this node's counts at zero in etcd, now.
 		sk := strings.TrimSuffix(strings.TrimPrefix(k, d.prefix+"scopes/"), suffix)
-		d.mu.Lock()
-		d.mine[sk] = scopeCount{Owner: c.Owner}
-		d.dirty[sk] = true
-		d.mu.Unlock()
+		d.mine[sk] = c
 	}
-	return d.flushDirty(ctx)
+	d.adopting, d.tally = true, map[string]scopeCount{}
+	return nil
 }
 
 // rewriteMine writes everything this node holds under its (new) lease:
 // after a lost lease its counts vanished with it, its processes did not.
 func (d *Dir) rewriteMine(ctx context.Context) error {
 	d.mu.Lock()
-	for sk := range d.mine {
-		d.dirty[sk] = true
+	for sk, c := range d.mine {
+		d.dirty[sk] = c.Owner
 	}
 	recs := make([]registry.DirProcess, 0, len(d.published))
 	for _, p := range d.published {
@@ -122,16 +123,13 @@ func (d *Dir) rewriteMine(ctx context.Context) error {
 // flushDirty rewrites this node's count of every dirty scope from mine.
 func (d *Dir) flushDirty(ctx context.Context) error {
 	d.mu.Lock()
-	var sks []string
-	for sk := range d.dirty {
-		sks = append(sks, sk)
+	owners := make([]registry.DirScope, 0, len(d.dirty))
+	for _, s := range d.dirty {
+		owners = append(owners, s)
 	}
 	d.mu.Unlock()
-	for _, sk := range sks {
-		d.mu.Lock()
-		owner := d.mine[sk].Owner
-		d.mu.Unlock()
-		if err := d.change(ctx, owner, registry.DirHolding{}, nil); err != nil {
+	for _, s := range owners {
+		if err := d.change(ctx, s, registry.DirHolding{}, nil); err != nil {
 			return err
 		}
 	}
@@ -165,6 +163,7 @@ func (d *Dir) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 				d.log.Warn("cluster counts not yet rewritten", "node", d.node, "err", err)
 			}
 			cancel()
+			d.kickLoad() // a load write that failed, or lost with a lease
 		}
 	}
 }
@@ -193,5 +192,13 @@ func (d *Dir) setLease(id int64) {
 	d.lease.Store(id)
 	if d.cfg.OnLease != nil {
 		d.cfg.OnLease(id)
+	}
+}
+
+// clearGone deletes this node's gone mark (it is back: a later absence
+// starts a new grace). A failure only shortens a later grace: logged.
+func (d *Dir) clearGone(ctx context.Context) {
+	if err := d.del(ctx, d.goneKey(d.node)); err != nil {
+		d.log.Warn("cluster: this node's gone mark not cleared", "node", d.node, "err", err)
 	}
 }

@@ -13,14 +13,19 @@ import (
 
 // Publish writes a process's record (no lease: see the package comment).
 func (d *Dir) Publish(ctx context.Context, p registry.DirProcess) error {
-	b, _ := json.Marshal(procValue{Owner: p.Owner, Node: p.Node, Label: p.Label})
-	if err := d.put(ctx, d.procKey(p.Key), string(b)); err != nil {
+	if err := retry(ctx, func(ctx context.Context) error { _, e := d.cli.Do(ctx, d.publishOp(p)); return e }); err != nil {
 		return unavailable("publish process", err)
 	}
 	d.mu.Lock()
 	d.published[p.Key] = p
 	d.mu.Unlock()
 	return nil
+}
+
+// publishOp writes p's record.
+func (d *Dir) publishOp(p registry.DirProcess) clientv3.Op {
+	b, _ := json.Marshal(procValue{Owner: p.Owner, Node: p.Node, Label: p.Label})
+	return clientv3.OpPut(d.procKey(p.Key), string(b))
 }
 
 // Unpublish deletes a process's record.

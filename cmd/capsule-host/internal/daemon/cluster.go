@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -39,7 +40,10 @@ type cluster struct {
 	dirKey [32]byte // keys the directory's process names (Config.DirectoryKey)
 	token  string   // the node-to-node bearer token, the same on every node
 	peers  *peers   // nil without [cluster] listen: nothing is forwarded
-	log    *slog.Logger
+	// capacity and placement: [cluster] capacity and placement.
+	capacity  int
+	placement registry.Placement
+	log       *slog.Logger
 }
 
 // clusterSecrets derives the directory key and the node-to-node token
@@ -99,9 +103,16 @@ func openCluster(ctx context.Context, cfg *config.Config, version string, lg *sl
 	if b, err := os.ReadFile(lf); err == nil {
 		lease, _ = strconv.ParseInt(strings.TrimSpace(string(b)), 16, 64) // unreadable: a new lease
 	}
+	c.capacity = cc.Capacity
+	if c.capacity == 0 {
+		c.capacity = cmp.Or(cfg.Quotas.MaxEntries, registry.DefaultConfig().Quotas.MaxEntries)
+	}
+	if c.placement, err = registry.ParsePlacement(cc.Placement); err != nil {
+		return nil, err
+	}
 	c.dir, err = etcddir.Open(ctx, etcddir.Config{
-		Endpoints: eps, Prefix: prefix, Node: node, Address: adv, Capacity: cfg.Quotas.MaxEntries,
-		Version: version, TTL: cc.LeaseTTL.D(), LeaseID: lease, Logger: lg,
+		Endpoints: eps, Prefix: prefix, Node: node, Address: adv, Capacity: c.capacity,
+		Version: version, TTL: cc.LeaseTTL.D(), LeaseID: lease, Logger: lg, LostGrace: cc.LostGrace.D(),
 		OnLease: func(id int64) {
 			if err := os.WriteFile(lf, []byte(strconv.FormatInt(id, 16)+"\n"), 0o600); err != nil {
 				lg.Warn("cluster lease not persisted: a restart waits for its expiry", "err", err)
@@ -112,12 +123,17 @@ func openCluster(ctx context.Context, cfg *config.Config, version string, lg *sl
 		return nil, fmt.Errorf("joining cluster %s as node %q: %w", cc.URL, node, err)
 	}
 	if cc.Listen != "" {
-		if c.peers, err = newPeers(c.dir, c.token, cc.Listen); err != nil {
+		pt, err := loadPeerTLS(cc, node)
+		if err != nil {
+			c.dir.Close()
+			return nil, err
+		}
+		if c.peers, err = newPeers(c.dir, c.token, cc.Listen, pt); err != nil {
 			c.dir.Close()
 			return nil, err
 		}
 	}
-	lg.Info("cluster mode: joined", "cluster", cc.URL, "node", node, "advertise", adv, "forwarding", c.peers != nil)
+	lg.Info("cluster mode: joined", "cluster", cc.URL, "node", node, "advertise", adv, "forwarding", c.peers != nil, "mtls", cc.TLSCA != "")
 	return c, nil
 }
 
@@ -127,6 +143,7 @@ func (c *cluster) configure(rc *registry.Config) {
 		return
 	}
 	rc.Directory, rc.DirectoryKey = c.dir, &c.dirKey
+	rc.NodeCapacity, rc.Placement = c.capacity, c.placement
 	if c.peers != nil {
 		rc.Forwarder = c.peers
 	}
@@ -212,4 +229,34 @@ func (s *Server) nodes(w http.ResponseWriter, r *http.Request) {
 		out.Nodes = append(out.Nodes, api.Node{Name: n.Name, Address: n.Address, Capacity: n.Capacity, Version: n.Version, StartedMS: n.Started.UnixMilli(), Self: n.Name == c.dir.Node()})
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// listOthers adds every other live node's processes matching f to out
+// (the operator's `ps` across the cluster); a node that does not answer
+// is named in out.Unreachable, never silently left out.
+func (c *cluster) listOthers(ctx context.Context, f registry.OperatorFilter, out *api.ProcessList) {
+	if c == nil || c.peers == nil {
+		return
+	}
+	ns, err := c.dir.Nodes(ctx)
+	if err != nil {
+		out.Unreachable = append(out.Unreachable, "(directory: "+err.Error()+")")
+		return
+	}
+	for _, n := range ns {
+		if n.Name == c.dir.Node() {
+			continue
+		}
+		infos, err := c.peers.listAll(ctx, n.Name, f)
+		if err != nil {
+			c.log.Warn("cluster ps: a node did not answer", "node", n.Name, "err", err)
+			out.Unreachable = append(out.Unreachable, n.Name)
+			continue
+		}
+		for _, in := range infos {
+			p := processView(in)
+			p.LogID = "" // the holder's log names it with its own key
+			out.Processes = append(out.Processes, p)
+		}
+	}
 }

@@ -352,6 +352,7 @@ func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
 	for _, in := range infos {
 		out.Processes = append(out.Processes, s.rt.ProcessView(in))
 	}
+	s.rt.cluster.listOthers(r.Context(), f, &out)
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -549,8 +550,16 @@ func writeErr(w http.ResponseWriter, status int, code, msg string) {
 
 // ProcessView converts a registry Info to the wire form.
 func (rt *Runtime) ProcessView(in registry.Info) api.Process {
+	p := processView(in)
+	p.LogID = rt.Registry.LogID(in.ID)
+	return p
+}
+
+// processView is in for the API, without its log ID (which only the
+// holding node can compute).
+func processView(in registry.Info) api.Process {
 	p := api.Process{
-		ID: in.ID, LogID: rt.Registry.LogID(in.ID), Capsule: in.Capsule, Principal: in.Principal,
+		ID: in.ID, Node: in.Node, Capsule: in.Capsule, Principal: in.Principal,
 		Label: in.Label, Command: in.Command, PID: in.OSPid,
 		AgeMS: in.Age.Milliseconds(), IdleMS: in.Idle.Milliseconds(),
 		BufferedBytes: in.BufferedBytes, BytesDropped: in.BytesDropped, StdinOpen: in.StdinOpen,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/capsule-host/capsule-host/host/component"
 	"github.com/capsule-host/capsule-host/host/engine"
 	"github.com/capsule-host/capsule-host/host/internal/wasip2"
 	"github.com/capsule-host/capsule-host/host/process"
@@ -21,6 +22,10 @@ type ToolSpec = tool.Spec
 func hostFuncs(reg *registry.Registry) []engine.HostFunc { return process.HostFuncs(reg) }
 
 func servedModules() []string { return process.Served() }
+
+// witSignatures are the WIT function types a component's imports of
+// capsule:process are checked against at load.
+func witSignatures() component.WIT { return process.Signatures() }
 
 // componentFuncs are what a component instance's imports are lowered
 // onto: the same capsule:process functions core modules import, and

@@ -53,6 +53,24 @@ func Wrap(t testing.TB, core, world string) string {
 	return out
 }
 
+// Dummy builds wit-component's dummy component for world from the WIT
+// packages in witDir (one folder per package, like the repo's wit/): a
+// real component whose import types are exactly that WIT's, whose
+// exports trap. It takes seconds and is bounded by a minute.
+func Dummy(t testing.TB, witDir, world string) string {
+	t.Helper()
+	node := needJco(t)
+	out := filepath.Join(t.TempDir(), "dummy.wasm")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "build.mjs", witDir, world, "-", out, "--dummy")
+	cmd.Dir = Dir()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("jco dummy build of %s from %s: %v\n%s", world, witDir, err, b)
+	}
+	return out
+}
+
 // BuildJS builds the JavaScript capsule at src (a path) with the pinned
 // componentize-js against the repo's wit/ for world, with its WASI
 // features enabled or disabled. A build takes minutes, so the result is

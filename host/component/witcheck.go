@@ -46,11 +46,22 @@ func (e *WITMismatch) Unwrap() error { return ErrMismatch }
 // semver-compatible), and each function its import type declares must
 // have the type wit gives it. Compile runs the same check first.
 func CheckWIT(c *Component, served []string, wit WIT) error {
+	return checkWIT(c, servedNames(served), wit)
+}
+
+func servedNames(served []string) *servedSet {
 	s := &servedSet{modules: map[string]bool{}}
 	for _, m := range served {
 		s.modules[m] = true
 	}
-	return checkWIT(c, s, wit)
+	return s
+}
+
+// Resolve is the module of served that an import of interface name is
+// linked to (the same name, or a semver-compatible version), or the
+// *Error (ErrUnsupported) load would give.
+func Resolve(name string, served []string) (string, error) {
+	return servedNames(served).resolve(name, 0)
 }
 
 // diff is the first difference found: where, and each side.

@@ -19,7 +19,6 @@ import (
 // TestDummyFixtureFresh rebuilds it.
 const dummyCapsule = "testdata/wit/dummy-capsule.wasm"
 
-
 func TestDummyFixtureFresh(t *testing.T) {
 	want, err := os.ReadFile(dummyCapsule)
 	if err != nil {

@@ -18,6 +18,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/capsule-host/capsule-host/wit"
 )
 
 // Dir is host/component/testdata/build, found from this file.
@@ -72,7 +74,8 @@ func Dummy(t testing.TB, witDir, world string) string {
 }
 
 // BuildJS builds the JavaScript capsule at src (a path) with the pinned
-// componentize-js against the repo's wit/ for world, with its WASI
+// componentize-js against the embedded WIT (wit.WriteDir, the layout of
+// `capsule-host wit --out`) for world, with its WASI
 // features enabled or disabled. A build takes minutes, so the result is
 // kept under testdata/build/.cache (git-ignored), keyed by the SHA-256
 // of everything that goes into it: the source, the WIT files, the
@@ -106,7 +109,12 @@ func BuildJS(t testing.TB, src, world string, wasi bool) string {
 	tmp := out + ".tmp"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	args := []string{"jsbuild.mjs", filepath.Join(Root(), "wit"), world, src, tmp}
+	// The WIT goes in exactly as `capsule-host wit --out` writes it.
+	witDir := filepath.Join(t.TempDir(), "wit")
+	if _, err := wit.WriteDir(witDir); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"jsbuild.mjs", witDir, world, src, tmp}
 	if flag != "" {
 		args = append(args, flag)
 	}

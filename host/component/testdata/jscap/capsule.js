@@ -3,7 +3,8 @@
 // repo's wit/ (world capsule:guest/capsule), and the host runs it with no
 // adapter of its own. Tools: echo, run (spawn, ephemeral), persist
 // (spawn-persistent, wait, read-since, release), fail (a tool error),
-// trap, and do, which runs a script of capsule:process@1.1.0 calls so
+// trap, wasi (clocks, random, console: the WASI build only), and do,
+// which runs a script of capsule:process@1.1.0 calls so
 // that a Go table test drives every function and handle method through
 // the bindings componentize-js generated.
 import {
@@ -53,7 +54,8 @@ function spawnRequest(r) {
   };
 }
 
-function persistOptions(o = {}) {
+function persistOptions(o) {
+  o = o ?? {};
   const l = o.limits ?? {};
   return {
     label: opt(same)(o.label), keepStdinOpen: o.keepStdinOpen ?? false, overflow: o.overflow ?? 'drop-oldest',
@@ -102,7 +104,7 @@ const dispose = Symbol.dispose ?? Symbol.for('dispose');
 
 function toJSON(v) {
   if (typeof v === 'bigint') return Number(v);
-  if (v instanceof Uint8Array) return text(v);
+  if (ArrayBuffer.isView(v)) return text(v);
   if (Array.isArray(v)) return v.map(toJSON);
   if (v && typeof v === 'object') {
     if (typeof v[dispose] === 'function') return '<handle>';
@@ -170,6 +172,12 @@ const tools = {
     return JSON.stringify({ id, stdout: text(chunk.data), eof: chunk.eof, exit: exit.exitCode ?? null });
   },
   do: script,
+  // wasi needs the WASI build (clocks, random, stdio through wasip2).
+  wasi: () => {
+    const hex = () => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+    console.log('wasi tool: hello from js');
+    return JSON.stringify({ now: Date.now(), random: hex(), again: hex() });
+  },
   fail: () => { throw 'failed on purpose'; },
   trap: () => { throw new RangeError('not a tool error'); },
 };

@@ -47,8 +47,9 @@ func (r jsResult) code() string {
 func (r jsResult) obj() map[string]any { m, _ := r.OK.(map[string]any); return m }
 
 type jsEnv struct {
-	t *testing.T
-	h *host.Host
+	t   *testing.T
+	h   *host.Host
+	log interface{ String() string } // the host's log
 }
 
 // do runs steps as principal ("" for none) and returns each result and
@@ -109,6 +110,8 @@ func jsWASI(j *jsEnv) {
 	if len(out.Random) != 32 || out.Random == out.Again || out.Random == strings.Repeat("0", 32) {
 		j.t.Errorf("crypto.getRandomValues: %q then %q", out.Random, out.Again)
 	}
+	// console.log is wasi:cli/stdout, which goes to the capsule's log.
+	pollJS(j.t, func() bool { return strings.Contains(j.log.String(), "wasi tool: hello from js") })
 }
 
 func newJSEnv(t *testing.T, wasi bool) *jsEnv {
@@ -126,7 +129,7 @@ func newJSEnv(t *testing.T, wasi bool) *jsEnv {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return c.Stats().Idle >= 2 })
-	return &jsEnv{t: t, h: e.h}
+	return &jsEnv{t: t, h: e.h, log: e.log}
 }
 
 // forged is a well-formed ID no process has.
@@ -154,7 +157,7 @@ func jsContract(t *testing.T, wasi bool) {
 	t.Run("bad-input", func(t *testing.T) { jsBadInput(j.with(t)) })
 }
 
-func (j *jsEnv) with(t *testing.T) *jsEnv { return &jsEnv{t: t, h: j.h} }
+func (j *jsEnv) with(t *testing.T) *jsEnv { return &jsEnv{t: t, h: j.h, log: j.log} }
 
 func jsSpawn(j *jsEnv) {
 	r := j.one("alice", "ok", "spawn", map[string]any{"cmd": "/bin/sh", "args": []string{"-c", `cat; printf %s "$FOO" >&2; exit 3`},

@@ -47,7 +47,7 @@ func TestLoadJSComponent(t *testing.T) {
 	for _, tl := range c.Tools() {
 		names = append(names, tl.Name)
 	}
-	if got := strings.Join(names, ","); got != "echo,run,persist,fail,trap" || c.Tools()[0].Description != "js echo" {
+	if got := strings.Join(names, ","); got != "echo,run,persist,do,wasi,fail,trap" || c.Tools()[0].Description != "js echo" {
 		t.Fatalf("tools %s (%+v)", got, c.Tools())
 	}
 	waitFor(t, func() bool { return c.Stats().Idle >= 2 })

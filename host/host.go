@@ -410,7 +410,7 @@ func (h *Host) compile(ctx context.Context, wasm []byte) (engine.Module, error) 
 	if err != nil {
 		return nil, err
 	}
-	return component.Compile(ctx, h.eng, c, h.componentFuncs)
+	return component.Compile(ctx, h.eng, c, h.componentFuncs, witSignatures())
 }
 
 func readModule(m *manifest.Manifest) ([]byte, string, error) {

@@ -7,6 +7,8 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -91,4 +93,36 @@ func Find(sel string) ([]Package, error) {
 		return nil, fmt.Errorf("no contract version matches %q (served: %s)", sel, strings.Join(ids, ", "))
 	}
 	return out, nil
+}
+
+// WriteDir writes the whole contract to dir in the layout wit-parser
+// (wit-bindgen, jco, componentize-js) reads as a package with its
+// dependencies: capsule:guest, which holds the worlds, at the top, and
+// every capsule:process version under deps/<name@version>/. The worlds
+// import every version, so a partial set would not resolve. Existing
+// files of the same names are replaced; it returns the paths written,
+// relative to dir.
+func WriteDir(dir string) ([]string, error) {
+	var written []string
+	for _, p := range Packages() {
+		sub := filepath.Join("deps", p.Dir)
+		if p.Name == "capsule:guest" {
+			sub = "."
+		}
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return written, err
+		}
+		for _, f := range p.Files {
+			b, err := fs.ReadFile(FS, f)
+			if err != nil {
+				return written, err
+			}
+			rel := filepath.Join(sub, filepath.Base(f))
+			if err := os.WriteFile(filepath.Join(dir, rel), b, 0o644); err != nil {
+				return written, err
+			}
+			written = append(written, rel)
+		}
+	}
+	return written, nil
 }

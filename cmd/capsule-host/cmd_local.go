@@ -49,10 +49,14 @@ are accepted here; the daemon checks them against its config.`,
 			name: "wit", args: "[VERSION]", summary: "print the embedded WIT contract", maxArgs: 1,
 			help: `Prints the WIT contract compiled into this binary: every released package
 version, or those matching VERSION ("1.1.0", "1.1", "process",
-"process@1.0.0", "guest"). --list lists the versions only. Use the output
-with wit-bindgen to write a capsule in any language.`,
+"process@1.0.0", "guest"). --list lists the versions only. --out DIR
+writes the whole contract as a WIT directory that wit-bindgen, jco and
+componentize-js read as-is: capsule:guest (the worlds) in DIR, every
+capsule:process version in DIR/deps/. Use it to write a capsule in any
+language (world capsule:guest/capsule).`,
 			flags: func(fs *flag.FlagSet, o *opts) {
 				fs.BoolVar(&o.list, "list", false, "list the package versions instead of printing them")
+				fs.StringVar(&o.witOut, "out", "", "write the contract as a WIT directory (package and deps/) to `DIR`")
 			},
 			run: runWIT,
 		},
@@ -174,8 +178,11 @@ func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *va
 		return err
 	}
 	defer eng.Close(ctx)
+	if k, _ := component.Detect(wasm); k == component.KindComponent {
+		return listComponentImports(m, wasm, rep)
+	}
 	if err := component.CheckCore(wasm, process.Served()); err != nil {
-		return m.Errorf("capsule.module", "%v", err) // a component: say what to do, not "invalid version header"
+		return m.Errorf("capsule.module", "%v", err) // another component version: say so, not "invalid version header"
 	}
 	mod, err := eng.Compile(ctx, wasm)
 	if err != nil {
@@ -211,6 +218,31 @@ func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *va
 			}
 		}
 		rep.Imports = append(rep.Imports, validateGroup{Module: mn, Functions: count[mn], Status: st})
+	}
+	return nil
+}
+
+// listComponentImports lists a component's imported interfaces with
+// the version that serves each; an unserved one, or a capsule:process
+// import whose WIT differs from the host's, is the problem. The scratch
+// load then links it for real.
+func listComponentImports(m *manifest.Manifest, wasm []byte, rep *validateReport) error {
+	ims, err := host.ComponentImports(wasm)
+	for _, im := range ims {
+		st := "served as " + im.Served
+		if im.Err != nil {
+			st = "not served: " + im.Err.Error()
+		} else if pkg, _, ok := witModule(im.Served); ok && strings.HasPrefix(pkg, "capsule:") {
+			if d, ok := m.Imports[pkg]; ok {
+				st += fmt.Sprintf(" (manifest: %q = %q)", pkg, d)
+			} else {
+				st += " (not declared in [imports])"
+			}
+		}
+		rep.Imports = append(rep.Imports, validateGroup{Module: im.Name, Functions: im.Functions, Status: st})
+	}
+	if err != nil {
+		return m.Errorf("capsule.module", "%v", err)
 	}
 	return nil
 }
@@ -326,6 +358,9 @@ func runWIT(e *env, o *opts, args []string) error {
 	if len(args) == 1 {
 		sel = args[0]
 	}
+	if o.witOut != "" {
+		return writeWIT(e, o.witOut, sel)
+	}
 	pkgs, err := wit.Find(sel)
 	if err != nil {
 		return err
@@ -366,6 +401,22 @@ func runWIT(e *env, o *opts, args []string) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// writeWIT is wit --out: the whole contract, since the worlds import
+// every version (a VERSION selection is refused, not half-honoured).
+func writeWIT(e *env, dir, sel string) error {
+	if sel != "" {
+		return usagef("wit --out writes the whole contract (the worlds import every version); drop %q", sel)
+	}
+	files, err := wit.WriteDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		fmt.Fprintln(e.stdout, filepath.Join(dir, f))
 	}
 	return nil
 }

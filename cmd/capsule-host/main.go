@@ -121,6 +121,7 @@ type opts struct {
 	max       int
 	all       bool
 	list      bool
+	witOut    string
 	stateDir  string
 	keep      bool
 	check     bool

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/capsule-host/capsule-host/wit"
 )
 
 // runCLI runs the dispatcher in-process, as main does.
@@ -157,5 +160,44 @@ func TestLoadConfigPrecedence(t *testing.T) {
 	t.Setenv("CAPSULE_HOST_CONFIG", filepath.Join(dir, "missing.toml"))
 	if _, err := loadConfig(&env{g: &globals{}}); err == nil {
 		t.Fatal("an explicitly named missing config must be an error")
+	}
+}
+
+// wit --out writes the contract in wit-parser's package-with-deps
+// layout, byte for byte the embedded files.
+func TestWITOut(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "wit")
+	out, errOut, code := runCLI(t, "", "wit", "--out", dir)
+	if code != exitOK {
+		t.Fatalf("wit --out: %d %s", code, errOut)
+	}
+	want := map[string]string{"guest.wit": "guest@1.0.0/guest.wit", "deps/process@1.0.0/host.wit": "process@1.0.0/host.wit",
+		"deps/process@1.1.0/host.wit": "process@1.1.0/host.wit"}
+	for rel, src := range want {
+		got, err := os.ReadFile(filepath.Join(dir, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		emb, _ := fs.ReadFile(wit.FS, src)
+		if !bytes.Equal(got, emb) {
+			t.Errorf("%s differs from the embedded %s", rel, src)
+		}
+		if !strings.Contains(out, filepath.Join(dir, rel)) {
+			t.Errorf("output does not list %s:\n%s", rel, out)
+		}
+	}
+	// Nothing else: a stray package would be read as part of the contract.
+	var all []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			all = append(all, p)
+		}
+		return err
+	})
+	if len(all) != len(want) {
+		t.Errorf("wrote %v", all)
+	}
+	if _, errOut, code := runCLI(t, "", "wit", "1.1", "--out", dir); code != exitUsage || !strings.Contains(errOut, "whole contract") {
+		t.Errorf("wit 1.1 --out: %d %s", code, errOut)
 	}
 }

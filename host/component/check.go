@@ -1,21 +1,22 @@
 package component
 
 import (
-	"fmt"
-	"slices"
 	"strings"
 )
 
-// hintCore is what a capsule author can do today.
-const hintCore = "this host runs core modules: point Capsule.toml's module at the wasip1 reactor module the component was made from (the input of `jco componentEmbed`/`componentNew` or `wasm-tools component new`)"
+// hintWIT is what a capsule author can do about an import the host does
+// not serve.
+const hintWIT = "build the capsule against the WIT this host serves (capsule-host wit --out DIR writes it)"
 
-// CheckCore is the gate in front of an engine's Compile. A core module
-// (or bytes that are not wasm at all, which the engine reports) passes
-// with nil. A component is parsed and validated, then refused with a
-// typed *Error: ErrMalformed for a broken binary, ErrUnsupported naming
-// the first import this host does not serve (served lists the
-// interfaces it does, "ns:pkg/iface@x.y.z"), or else the core instance
-// graph, which the engine seam cannot link yet.
+// CheckCore is the gate in front of an engine's Compile, which compiles
+// core modules only. A core module (or bytes that are not wasm at all,
+// which the engine reports) passes with nil. A component is parsed and
+// validated, then refused with a typed *Error: ErrMalformed for a broken
+// binary, ErrUnsupported naming the first import this host does not
+// serve (served lists the interfaces it does, "ns:pkg/iface@x.y.z",
+// matched semver-compatibly), or else ErrUnsupported saying that a
+// component goes through component.Compile (Host.Load does that), not
+// an engine's Compile.
 func CheckCore(wasm []byte, served []string) error {
 	k, err := Detect(wasm)
 	if k == KindCoreModule {
@@ -34,26 +35,26 @@ func CheckCore(wasm []byte, served []string) error {
 	return Explain(c, served)
 }
 
-// Explain says why the host cannot run the valid component c: the first
-// instance import that is not one of served (by exact name: a WASI 0.2 or
-// other interface), else its core instance graph.
+// Explain says why the valid component c is not for an engine's
+// Compile: the first instance import no interface of served satisfies
+// (semver-compatibly, as at load), else that components are compiled by
+// component.Compile.
 func Explain(c *Component, served []string) *Error {
+	s := servedNames(served)
 	for _, im := range c.Imports {
-		if im.Sort != SortInstance || slices.Contains(served, im.Name) {
+		if im.Sort != SortInstance {
 			continue
 		}
-		what := "this host serves " + strings.Join(served, ", ") + " to components"
-		if strings.HasPrefix(im.Name, "wasi:") {
-			what = "WASI 0.2 interfaces are not served to components yet"
+		if _, err := s.resolve(im.Name, im.Offset); err != nil {
+			e := err.(*Error)
+			if len(served) > 0 && !strings.Contains(e.Reason, "(this host serves") {
+				e.Reason += " (this host serves " + strings.Join(served, ", ") + ")"
+			}
+			e.Hint = hintWIT
+			return e
 		}
-		return &Error{Section: "import", Offset: im.Offset, Construct: fmt.Sprintf("import %q", im.Name),
-			Reason: what, Hint: hintCore, kind: ErrUnsupported}
 	}
-	off := c.Offset
-	if len(c.CoreInstances) > 0 {
-		off = c.CoreInstances[0].Offset
-	}
-	return &Error{Section: "core instance", Offset: off,
-		Construct: fmt.Sprintf("core instance graph (%d core modules, %d core instances, %d nested components)", len(c.CoreModules), len(c.CoreInstances), len(c.Components)),
-		Reason:    "linking a component's core instances is not implemented on the engine seam yet", Hint: hintCore, kind: ErrUnsupported}
+	return &Error{Offset: c.Offset, Construct: "a component",
+		Reason: "an engine compiles core modules only; a component is linked by component.Compile",
+		Hint:   "load it through the host (Host.Load, serve, validate), which runs components on wazero", kind: ErrUnsupported}
 }

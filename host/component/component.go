@@ -96,6 +96,10 @@ type Component struct {
 	Exports       []Export
 	// Types counts the component-level type definitions (type section).
 	Types int
+	// TypeSpace is the type of each entry of the type index space, and
+	// InstanceTypes of each instance (unknown where not followed: an
+	// instance made by instantiation, an alias of an unknown export).
+	TypeSpace, InstanceTypes []*Type
 	// Size is how many entries each index space holds.
 	Size [numSorts]uint32
 	// Defs is, per index space except core types, what defined each

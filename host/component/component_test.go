@@ -214,19 +214,27 @@ func TestCheckCore(t *testing.T) {
 	}
 	var e *Error
 	err := CheckCore(comp(instanceImport("wasi:cli/environment@0.2.12")), served)
-	if !errors.Is(err, ErrUnsupported) || !errors.As(err, &e) || e.Construct != `import "wasi:cli/environment@0.2.12"` || !strings.Contains(e.Reason, "WASI 0.2") {
-		t.Fatalf("wasi import: %v", err)
+	if !errors.Is(err, ErrUnsupported) || !errors.As(err, &e) || e.Construct != `import "wasi:cli/environment@0.2.12"` ||
+		!strings.Contains(e.Reason, "capsule:process/host@1.1.0") || !strings.Contains(e.Hint, "capsule-host wit --out") {
+		t.Fatalf("wasi import not served: %v", err)
+	}
+	withWASI := append([]string{"wasi:cli/environment@0.2.12"}, served...)
+	err = CheckCore(comp(instanceImport("wasi:cli/environment@0.3.0")), withWASI)
+	if !errors.As(err, &e) || !strings.Contains(e.Reason, "WASI 0.3 (async) is not supported") {
+		t.Fatalf("wasi 0.3 import: %v", err)
 	}
 	err = CheckCore(comp(instanceImport("acme:db/query@1.0.0")), served)
 	if !errors.As(err, &e) || !strings.Contains(e.Reason, "capsule:process/host@1.1.0") {
 		t.Fatalf("unknown import: %v", err)
 	}
-	err = CheckCore(comp(append(append([][]byte{}, liftable...), instanceImport("capsule:process/host@1.1.0"))...), served)
-	if !errors.Is(err, ErrUnsupported) || !errors.As(err, &e) || e.Section != "core instance" || !strings.Contains(e.Construct, "1 core modules, 1 core instances") {
+	// Served imports (0.2.x semver-compatibly): the component is simply
+	// not an engine's to compile, and the message says where it goes.
+	err = CheckCore(comp(append(append([][]byte{}, liftable...), instanceImport("capsule:process/host@1.1.0"), instanceImport("wasi:cli/environment@0.2.3"))...), withWASI)
+	if !errors.Is(err, ErrUnsupported) || !errors.As(err, &e) || e.Construct != "a component" || !strings.Contains(err.Error(), "component.Compile") {
 		t.Fatalf("served imports only: %v", err)
 	}
-	if !strings.Contains(err.Error(), "Capsule.toml") {
-		t.Fatalf("no hint in %q", err)
+	if strings.Contains(err.Error(), "not served") || strings.Contains(err.Error(), "not implemented") {
+		t.Fatalf("stale text in %q", err)
 	}
 	if err := CheckCore(comp(sec(secType, []byte{0x05})), served); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("malformed component: %v", err)

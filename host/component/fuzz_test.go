@@ -2,11 +2,19 @@ package component
 
 import (
 	"errors"
+	"os"
+	"strings"
 	"testing"
+
+	"github.com/capsule-host/capsule-host/host/process"
 )
 
 // FuzzParse: Parse never panics, and every refusal is a *Error of one of
-// the two classes with an offset inside the input.
+// the two classes with an offset inside the input. A component that
+// parses also goes through the WIT-level check against the host's real
+// signatures and has every decoded type described (bounded, however the
+// types are shared), and the check's refusals are typed too. Seeds
+// include a real wit-component binary (the dummy capsule).
 func FuzzParse(f *testing.F) {
 	f.Add(compHeader)
 	f.Add(liftWith(0x00, 0x03, 0x00))
@@ -15,13 +23,27 @@ func FuzzParse(f *testing.F) {
 	f.Add(comp(instanceImport("capsule:process/host@1.1.0")))
 	f.Add(comp(sec(secType, vec([]byte{0x72, 0x02, 0x01, 'a', 0x79, 0x01, 'b', 0x73}, []byte{0x42, 0x01, 0x04, 0x00, 0x01, 'r', 0x03, 0x01}))))
 	f.Add(comp(sec(secCoreType, vec([]byte{0x50, 0x02, 0x01, 0x60, 0x00, 0x00, 0x00, 0x01, 'm', 0x01, 'f', 0x00, 0x00}))))
+	if b, err := os.ReadFile("testdata/wit/dummy-capsule.wasm"); err == nil {
+		f.Add(b)
+	}
+	f.Add(sharedTypes(8))
+	sigs := process.Signatures()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b)
 		if err == nil {
 			if c == nil {
 				t.Fatal("nil component without an error")
 			}
-			_ = Explain(c, []string{"capsule:process/host@1.1.0"})
+			_ = Explain(c, process.Served())
+			for _, ty := range c.TypeSpace {
+				_ = ty.Describe()
+			}
+			err := CheckWIT(c, process.Served(), sigs)
+			var m *WITMismatch
+			var e *Error
+			if err != nil && !errors.As(err, &m) && !errors.As(err, &e) {
+				t.Fatalf("unclassified CheckWIT error %T: %v", err, err)
+			}
 			return
 		}
 		var e *Error
@@ -33,4 +55,40 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = err.Error()
 	})
+}
+
+// sharedTypes is a type section where type i is tuple<i-1, i-1>: n
+// bytes per level, 2^n constructors unfolded.
+func sharedTypes(n int) []byte {
+	items := [][]byte{{0x72, 0x01, 0x01, 'a', 0x73}}
+	for i := 1; i < n; i++ {
+		items = append(items, cat([]byte{0x6f, 0x02}, sleb(i-1), sleb(i-1)))
+	}
+	return comp(sec(secType, vec(items...)))
+}
+
+// sleb is a non-negative n as a signed LEB128 (a valtype's type index).
+func sleb(n int) []byte {
+	var out []byte
+	for {
+		b := byte(n & 0x7f)
+		n >>= 7
+		if n == 0 && b&0x40 == 0 {
+			return append(out, b)
+		}
+		out = append(out, b|0x80)
+	}
+}
+
+// A type DAG of 2^200 constructors unfolded is described within the
+// budget (it would never finish unbounded).
+func TestDescribeShared(t *testing.T) {
+	c, err := Parse(sharedTypes(200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.TypeSpace[199].Describe()
+	if !strings.Contains(d, "…") || len(d) > 4096 {
+		t.Fatalf("describe = %d bytes: %.200s", len(d), d)
+	}
 }

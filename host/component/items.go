@@ -144,7 +144,33 @@ func (s *scope) alias(r *reader) {
 	if r.err == nil {
 		s.c.Aliases = append(s.c.Aliases, a)
 		s.def(a.Sort, DefAlias, len(s.c.Aliases)-1)
+		s.setLast(a.Sort, s.aliasType(a))
 	}
+}
+
+// aliasType is the type an alias of a type or instance stands for: the
+// enclosing scope's entry (outer) or the instance type's export.
+func (s *scope) aliasType(a Alias) *Type {
+	if a.Sort != SortType && a.Sort != SortInstance {
+		return nil
+	}
+	if a.Kind == AliasOuter {
+		t := s
+		for i := uint32(0); i < a.Count && t != nil; i++ {
+			t = t.parent
+		}
+		if t == nil || a.Sort != SortType {
+			return nil
+		}
+		return t.typeAt(a.Index)
+	}
+	if a.Kind != AliasExport || int64(a.Instance) >= int64(len(s.insts)) {
+		return nil
+	}
+	if ex := s.insts[a.Instance].Export(a.Name); ex != nil && ex.Sort == a.Sort {
+		return ex.Type
+	}
+	return nil
 }
 
 // checkOuter resolves an outer alias against the enclosing component
@@ -248,10 +274,12 @@ func (s *scope) canonOpts(r *reader, cn *Canon) {
 
 func (s *scope) importDecl(r *reader) {
 	e := Extern{Offset: r.off(), Name: externName(r)}
-	e.Sort, e.Type = s.externDesc(r)
+	var t *Type
+	e.Sort, e.Type, t = s.externDesc(r)
 	if r.err == nil {
 		s.c.Imports = append(s.c.Imports, e)
 		s.def(e.Sort, DefImport, len(s.c.Imports)-1)
+		s.setLast(e.Sort, nameType(t, e.Name))
 	}
 }
 
@@ -270,12 +298,20 @@ func (s *scope) export(r *reader) {
 	if r.err == nil {
 		s.c.Exports = append(s.c.Exports, e)
 		s.def(e.Sort, DefExport, len(s.c.Exports)-1)
+		switch e.Sort {
+		case SortType:
+			s.setLast(e.Sort, s.typeAt(e.Index))
+		case SortInstance:
+			s.setLast(e.Sort, s.insts[e.Index])
+		}
 	}
 }
 
 // externDesc reads an externdesc in this component's index spaces and
-// returns the sort it adds to and the type index it names.
-func (s *scope) externDesc(r *reader) (Sort, uint32) {
+// returns the sort it adds to, the type index it names and the type it
+// describes (a new resource for a `sub resource` bound; nil for a core
+// module).
+func (s *scope) externDesc(r *reader) (Sort, uint32, *Type) {
 	switch c := r.byte(); c {
 	case 0x00:
 		if r.byte() != 0x11 {
@@ -283,28 +319,28 @@ func (s *scope) externDesc(r *reader) (Sort, uint32) {
 		}
 		t := r.u32()
 		s.check(r, SortCoreType, t)
-		return SortCoreModule, t
+		return SortCoreModule, t, nil
 	case 0x01, 0x04, 0x05:
 		t := r.u32()
 		s.check(r, SortType, t)
-		return map[byte]Sort{0x01: SortFunc, 0x04: SortComponent, 0x05: SortInstance}[c], t
+		return map[byte]Sort{0x01: SortFunc, 0x04: SortComponent, 0x05: SortInstance}[c], t, s.typeAt(t)
 	case 0x02:
 		r.refuse("value import or export", "value imports are a gated feature; pass configuration as tool input")
-		return SortValue, 0
+		return SortValue, 0, nil
 	case 0x03:
 		switch b := r.byte(); b {
 		case 0x00:
 			t := r.u32()
 			s.check(r, SortType, t)
-			return SortType, t
+			return SortType, t, s.typeAt(t)
 		case 0x01:
-			return SortType, 0
+			return SortType, 0, &Type{Kind: TResource}
 		default:
 			r.fail("unknown type bound %#x", b)
 		}
-		return SortType, 0
+		return SortType, 0, nil
 	default:
 		r.fail("unknown extern description %#x", c)
 	}
-	return SortFunc, 0
+	return SortFunc, 0, nil
 }

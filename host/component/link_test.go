@@ -72,7 +72,7 @@ func compileLinkTest(t *testing.T, funcs component.HostFuncs) (*component.Module
 	if err != nil {
 		t.Fatal(err)
 	}
-	return component.Compile(context.Background(), newEngine(t), c, funcs)
+	return component.Compile(context.Background(), newEngine(t), c, funcs, nil)
 }
 
 func call(t *testing.T, in engine.Instance, name string, params ...uint64) []uint64 {
@@ -216,7 +216,7 @@ func TestLinkRefused(t *testing.T) {
 	}
 	noLink := struct{ engine.Engine }{newEngine(t)}
 	c, _ := component.Parse(linkTest)
-	if _, err := component.Compile(context.Background(), noLink, c, testHost("1.0.0")); !errors.Is(err, engine.ErrLinkUnsupported) {
+	if _, err := component.Compile(context.Background(), noLink, c, testHost("1.0.0"), nil); !errors.Is(err, engine.ErrLinkUnsupported) {
 		t.Fatalf("an engine without Linker: %v", err)
 	}
 }

@@ -70,7 +70,7 @@ func (ln *linker) lower(e *env, cn *Canon, hf *hostFuncRef) (any, error) {
 	f, ok := ln.funcs[[2]string{hf.module, hf.name}]
 	if !ok {
 		return nil, &Error{Section: "canon", Offset: cn.Offset, Construct: fmt.Sprintf("canon lower of %s function %q", hf.iface, hf.name),
-			Reason: "the host serves no such function in " + hf.module, Hint: "build the capsule against the WIT this host serves (capsule-host wit)", kind: ErrUnsupported}
+			Reason: "the host serves no such function in " + hf.module, Hint: hintWIT, kind: ErrUnsupported}
 	}
 	it := coreItem{kind: engine.ExternFunc, params: f.Params, results: f.Results, typed: true,
 		what: fmt.Sprintf("host function %s %q (served as %s)", hf.iface, hf.name, hf.module)}
@@ -292,7 +292,7 @@ func (s *servedSet) resolve(name string, off int) (string, error) {
 		}
 	}
 	return "", &Error{Section: "import", Offset: off, Construct: fmt.Sprintf("import %q", name), Reason: reason,
-		Hint: "build the capsule against the WIT this host serves (capsule-host wit)", kind: ErrUnsupported}
+		Hint: hintWIT, kind: ErrUnsupported}
 }
 
 // compatible: served version v can stand in for wanted w.

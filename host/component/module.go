@@ -28,11 +28,17 @@ type Module struct {
 	exports []engine.FuncDef
 }
 
-// Compile compiles every core module of c on eng and checks, with no
-// instance made, that the core instance graph links: every lowered
-// import is served with the same core type, every core import gets an
-// item of its kind and type. eng must implement engine.Linker.
-func Compile(ctx context.Context, eng engine.Engine, c *Component, funcs HostFuncs) (*Module, error) {
+// Compile checks c's imports against the host's WIT (wit: a function
+// type that differs is a *WITMismatch naming the interface, the function
+// and what differs), then compiles every core module of c on eng and
+// checks, with no instance made, that the core instance graph links:
+// every lowered import is served with the same core type, every core
+// import gets an item of its kind and type. eng must implement
+// engine.Linker.
+func Compile(ctx context.Context, eng engine.Engine, c *Component, funcs HostFuncs, wit WIT) (*Module, error) {
+	if err := checkWIT(c, newServedSet(funcs(engine.InstanceConfig{})), wit); err != nil {
+		return nil, err
+	}
 	l, ok := eng.(engine.Linker)
 	if !ok {
 		return nil, fmt.Errorf("%w: engine %s cannot run components (%w)", ErrUnsupported, eng.Name(), engine.ErrLinkUnsupported)

@@ -78,6 +78,7 @@ func parse(b []byte, base int, parent *scope, depth int) (*Component, *Error) {
 		}
 		pos = start + int(size)
 	}
+	c.TypeSpace, c.InstanceTypes = sc.types, sc.insts
 	return c, nil
 }
 
@@ -93,6 +94,9 @@ type scope struct {
 	c      *Component
 	parent *scope
 	depth  int
+	// types and insts parallel the type and instance index spaces: the
+	// type of each entry (unknownType where it is not followed).
+	types, insts []*Type
 }
 
 // section decodes one section's body into the component.
@@ -152,7 +156,29 @@ func (s *scope) vec(r *reader, min int, item func(*reader)) {
 	}
 }
 
-func (s *scope) add(sort Sort) { s.c.Size[sort]++ }
+func (s *scope) add(sort Sort) {
+	s.c.Size[sort]++
+	switch sort {
+	case SortType:
+		s.types = append(s.types, unknownType)
+	case SortInstance:
+		s.insts = append(s.insts, unknownType)
+	}
+}
+
+// setLast records the type of the entry just added to sort's index
+// space (types and instances only; nil leaves it unknown).
+func (s *scope) setLast(sort Sort, t *Type) {
+	if t == nil {
+		return
+	}
+	switch sort {
+	case SortType:
+		s.types[len(s.types)-1] = t
+	case SortInstance:
+		s.insts[len(s.insts)-1] = t
+	}
+}
 
 // def adds an item to sort's index space and records what defined it, so
 // instantiation can follow an index to its definition.

@@ -73,7 +73,7 @@ func TestRealComponents(t *testing.T) {
 			if !errors.Is(err, component.ErrUnsupported) || !errors.As(err, &e) || !strings.HasPrefix(e.Construct, `import "wasi:`) || e.Section != "import" {
 				t.Fatalf("CheckCore = %v", err)
 			}
-			if !strings.Contains(err.Error(), "Capsule.toml") || strings.Contains(err.Error(), "version header") {
+			if !strings.Contains(err.Error(), "capsule-host wit") || strings.Contains(err.Error(), "version header") {
 				t.Fatalf("message %q", err)
 			}
 		})

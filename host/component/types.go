@@ -5,50 +5,75 @@ package component
 func isPrimitive(c byte) bool { return c >= 0x73 && c <= 0x7f }
 
 // valType reads a valtype: a primitive code or a type index.
-func (s *scope) valType(r *reader) {
+func (s *scope) valType(r *reader) *Type {
 	c := r.peek()
 	switch {
 	case r.err != nil:
 	case isPrimitive(c):
 		r.byte()
+		return primTypes[c]
 	case c == 0x64:
 		r.refuse("error-context type", "error-context belongs to async; build without async")
 	default:
 		i := r.s33()
 		if i < 0 && r.err == nil {
 			r.fail("unknown value type code %d", i)
-			return
+			return unknownType
 		}
 		s.check(r, SortType, uint32(i))
+		return s.typeAt(uint32(i))
 	}
+	return unknownType
 }
 
-func (s *scope) optValType(r *reader) {
+// typeAt is entry i of the type index space (unknownType if it is not
+// decoded or out of range, which check has already reported).
+func (s *scope) typeAt(i uint32) *Type {
+	if int64(i) < int64(len(s.types)) {
+		return s.types[i]
+	}
+	return unknownType
+}
+
+// optValType reads an optional valtype; nil when absent.
+func (s *scope) optValType(r *reader) *Type {
 	switch b := r.byte(); b {
 	case 0x00:
 	case 0x01:
-		s.valType(r)
+		return s.valType(r)
 	default:
 		r.fail("bad optional value type flag %#x", b)
 	}
+	return nil
+}
+
+// named reads a vector of (label, valtype): record fields, parameters.
+func (s *scope) named(r *reader) []NamedType {
+	var out []NamedType
+	s.vec(r, 2, func(r *reader) {
+		n := r.name()
+		out = append(out, NamedType{Name: n, Type: s.valType(r)})
+	})
+	return out
 }
 
 // typeDef reads one type-section entry (also a type declaration inside
 // a component or instance type) and adds it to the type index space.
 func (s *scope) typeDef(r *reader) {
 	kind, dtor := DefType, -1
+	var t *Type
 	switch c := r.peek(); {
 	case r.err != nil:
 	case c == 0x40:
 		r.byte()
-		s.vec(r, 2, func(r *reader) { r.name(); s.valType(r) })
-		s.results(r)
+		t = &Type{Kind: TFunc, Fields: s.named(r)}
+		t.Ok, t.NamedResults = s.results(r)
 	case c == 0x41 || c == 0x42:
 		r.byte()
-		s.declType(r, c == 0x41)
+		t = s.declType(r, c == 0x41)
 	case c == 0x3f:
 		r.byte()
-		kind = DefResource
+		kind, t = DefResource, &Type{Kind: TResource}
 		if r.byte() != 0x7f {
 			r.fail("resource representation other than i32")
 		}
@@ -66,57 +91,71 @@ func (s *scope) typeDef(r *reader) {
 	case c == 0x43:
 		r.refuse("async func type", "build without async")
 	default:
-		s.defValType(r)
+		t = s.defValType(r)
 	}
 	if r.err == nil {
 		s.def(SortType, kind, dtor)
+		s.setLast(SortType, t)
 		s.c.Types++
 	}
 }
 
-func (s *scope) results(r *reader) {
+// results reads a function's result: one type, none, or (pre-0.2) a
+// list of named results.
+func (s *scope) results(r *reader) (*Type, []NamedType) {
 	switch b := r.byte(); b {
 	case 0x00:
-		s.valType(r)
+		return s.valType(r), nil
 	case 0x01: // none (0x01 0x00), or the pre-0.2 named results
-		s.vec(r, 2, func(r *reader) { r.name(); s.valType(r) })
+		return nil, s.named(r)
 	default:
 		r.fail("bad result list %#x", b)
 	}
+	return nil, nil
 }
 
 // defValType reads a defined value type (record, variant, list, ...).
-func (s *scope) defValType(r *reader) {
-	label := func(r *reader) { r.name() }
+func (s *scope) defValType(r *reader) *Type {
 	switch c := r.byte(); {
 	case isPrimitive(c):
+		return primTypes[c]
 	case c == 0x72: // record
-		s.vec(r, 2, func(r *reader) { r.name(); s.valType(r) })
+		return &Type{Kind: TRecord, Fields: s.named(r)}
 	case c == 0x71: // variant
+		t := &Type{Kind: TVariant}
 		s.vec(r, 3, func(r *reader) {
-			r.name()
-			s.optValType(r)
+			n := r.name()
+			t.Fields = append(t.Fields, NamedType{Name: n, Type: s.optValType(r)})
 			if r.byte() != 0x00 {
 				r.fail("variant case refinement (removed from the MVP)")
 			}
 		})
+		return t
 	case c == 0x70, c == 0x6b: // list, option
-		s.valType(r)
+		return &Type{Kind: map[byte]TypeKind{0x70: TList, 0x6b: TOption}[c], Elem: s.valType(r)}
 	case c == 0x6f: // tuple
-		s.vec(r, 1, s.valType)
+		t := &Type{Kind: TTuple}
+		s.vec(r, 1, func(r *reader) { t.Items = append(t.Items, s.valType(r)) })
+		return t
 	case c == 0x6e, c == 0x6d: // flags, enum
+		t := &Type{Kind: map[byte]TypeKind{0x6e: TFlags, 0x6d: TEnum}[c]}
 		n := r.count(1)
 		if c == 0x6e && n > 32 {
 			r.fail("flags with %d labels (at most 32)", n)
 		}
 		for i := 0; i < n && r.err == nil; i++ {
-			label(r)
+			t.Labels = append(t.Labels, r.name())
 		}
+		return t
 	case c == 0x6a: // result
-		s.optValType(r)
-		s.optValType(r)
+		t := &Type{Kind: TResult}
+		t.Ok = s.optValType(r)
+		t.Err = s.optValType(r)
+		return t
 	case c == 0x69, c == 0x68: // own, borrow
-		s.check(r, SortType, r.u32())
+		i := r.u32()
+		s.check(r, SortType, i)
+		return &Type{Kind: map[byte]TypeKind{0x69: TOwn, 0x68: TBorrow}[c], Elem: s.typeAt(i)}
 	case c == 0x67:
 		r.refuse("fixed-length list type", "fixed-length lists are a gated feature; use list<T>")
 	case c == 0x66, c == 0x65, c == 0x64:
@@ -124,15 +163,22 @@ func (s *scope) defValType(r *reader) {
 	default:
 		r.fail("unknown type code %#x", c)
 	}
+	return unknownType
 }
 
 // declType reads the declarations of a component type (component) or an
 // instance type. They have their own index spaces, nested in this one.
-func (s *scope) declType(r *reader, component bool) {
+// The type keeps the exports (an instance type's is what is checked
+// against the host's WIT).
+func (s *scope) declType(r *reader, component bool) *Type {
+	t := &Type{Kind: TInstance}
+	if component {
+		t.Kind = TComponent
+	}
 	in := &scope{c: &Component{}, parent: s, depth: s.depth + 1}
 	if in.depth > maxDepth {
 		r.refuse("types nested deeper than 32", "flatten the type")
-		return
+		return t
 	}
 	s.vec(r, 2, func(r *reader) {
 		switch d := r.byte(); d {
@@ -148,13 +194,28 @@ func (s *scope) declType(r *reader, component bool) {
 			}
 			in.importDecl(r)
 		case 0x04:
-			externName(r)
-			so, _ := in.externDesc(r)
+			name := externName(r)
+			so, _, et := in.externDesc(r)
+			et = nameType(et, name)
 			in.add(so)
+			in.setLast(so, et)
+			if r.err == nil {
+				t.Exports = append(t.Exports, TypeExport{Name: name, Sort: so, Type: et})
+			}
 		default:
 			r.fail("unknown type declaration %#x", d)
 		}
 	})
+	return t
+}
+
+// nameType gives a type the name it is exported or imported under, if
+// it has none yet (a resource's identity; for messages otherwise).
+func nameType(t *Type, name string) *Type {
+	if t != nil && t.Name == "" && t != unknownType && t.Kind != TPrim {
+		t.Name = name
+	}
+	return t
 }
 
 // coreType reads a core type: a func type or a module type.

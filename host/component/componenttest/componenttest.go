@@ -18,6 +18,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/capsule-host/capsule-host/wit"
 )
 
 // Dir is host/component/testdata/build, found from this file.
@@ -53,8 +55,27 @@ func Wrap(t testing.TB, core, world string) string {
 	return out
 }
 
+// Dummy builds wit-component's dummy component for world from the WIT
+// packages in witDir (one folder per package, like the repo's wit/): a
+// real component whose import types are exactly that WIT's, whose
+// exports trap. It takes seconds and is bounded by a minute.
+func Dummy(t testing.TB, witDir, world string) string {
+	t.Helper()
+	node := needJco(t)
+	out := filepath.Join(t.TempDir(), "dummy.wasm")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "build.mjs", witDir, world, "-", out, "--dummy")
+	cmd.Dir = Dir()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("jco dummy build of %s from %s: %v\n%s", world, witDir, err, b)
+	}
+	return out
+}
+
 // BuildJS builds the JavaScript capsule at src (a path) with the pinned
-// componentize-js against the repo's wit/ for world, with its WASI
+// componentize-js against the embedded WIT (wit.WriteDir, the layout of
+// `capsule-host wit --out`) for world, with its WASI
 // features enabled or disabled. A build takes minutes, so the result is
 // kept under testdata/build/.cache (git-ignored), keyed by the SHA-256
 // of everything that goes into it: the source, the WIT files, the
@@ -88,7 +109,12 @@ func BuildJS(t testing.TB, src, world string, wasi bool) string {
 	tmp := out + ".tmp"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	args := []string{"jsbuild.mjs", filepath.Join(Root(), "wit"), world, src, tmp}
+	// The WIT goes in exactly as `capsule-host wit --out` writes it.
+	witDir := filepath.Join(t.TempDir(), "wit")
+	if _, err := wit.WriteDir(witDir); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"jsbuild.mjs", witDir, world, src, tmp}
 	if flag != "" {
 		args = append(args, flag)
 	}

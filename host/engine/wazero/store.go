@@ -37,6 +37,8 @@ type store struct {
 	e    *eng
 	cfg  engine.InstanceConfig
 	mods []api.Module // closed in reverse order
+	// budget is the instance's memory limit, shared by all its memories.
+	budget *memBudget
 	// empty answers every module name the resolver is not given, so
 	// nothing falls back to the runtime's named host modules or WASI.
 	empty  api.Module
@@ -118,6 +120,10 @@ func (s *store) instantiate(ctx context.Context, cm wazero.CompiledModule, resol
 	lm := (*limitedMemory)(nil)
 	if p := instanceLimit(s.e.limit, s.cfg.MemoryLimitPages); p > 0 {
 		rctx, lm = withLimitedMemory(rctx, uint64(p)*65536)
+		if s.budget == nil {
+			s.budget = &memBudget{limit: uint64(p) * 65536}
+		}
+		lm.budget = s.budget
 	}
 	am, err := s.e.rt.InstantiateModule(rctx, cm, mc)
 	if err != nil {
@@ -125,7 +131,7 @@ func (s *store) instantiate(ctx context.Context, cm wazero.CompiledModule, resol
 	}
 	s.mods = append(s.mods, am)
 	if lm != nil && lm.over {
-		return nil, fmt.Errorf("wazero: instantiate %s: memory min exceeds the instance limit of %d pages", s.cfg.Name, s.cfg.MemoryLimitPages)
+		return nil, fmt.Errorf("wazero: instantiate %s: memory min exceeds the instance limit of %d pages (shared by all the instance's memories)", s.cfg.Name, instanceLimit(s.e.limit, s.cfg.MemoryLimitPages))
 	}
 	return am, nil
 }

@@ -280,7 +280,14 @@ type limitedMemory struct {
 	// cannot be refused (wazero requires the minimum), so Instantiate
 	// refuses the instance instead.
 	over bool
+	// budget, in a Store, is shared by every memory of the store: a
+	// component's core instances together stay within the one instance
+	// limit a core module gets (nil: this memory alone).
+	budget *memBudget
 }
+
+// memBudget is the bytes every memory of one Store may hold together.
+type memBudget struct{ limit, used uint64 }
 
 // withLimitedMemory makes the instance created under the returned ctx
 // use a limitedMemory of limit bytes.
@@ -293,11 +300,15 @@ func withLimitedMemory(ctx context.Context, limit uint64) (context.Context, *lim
 func (m *limitedMemory) Reallocate(size uint64) []byte {
 	first := !m.started
 	m.started = true
-	if size > m.limit {
+	grow := size - min(size, uint64(len(m.buf)))
+	if size > m.limit || m.budget != nil && m.budget.used+grow > m.budget.limit {
 		if !first {
 			return nil
 		}
 		m.over = true
+	}
+	if m.budget != nil {
+		m.budget.used += grow
 	}
 	if size <= uint64(cap(m.buf)) {
 		// A linear memory never shrinks: the bytes past the old length
@@ -312,7 +323,12 @@ func (m *limitedMemory) Reallocate(size uint64) []byte {
 }
 
 // Free drops the memory when the instance closes.
-func (m *limitedMemory) Free() { m.buf = nil }
+func (m *limitedMemory) Free() {
+	if m.budget != nil {
+		m.budget.used -= min(m.budget.used, uint64(len(m.buf)))
+	}
+	m.buf = nil
+}
 
 // instanceLimit is an instance's memory limit in pages: its own when it
 // is below the engine's (0: none).

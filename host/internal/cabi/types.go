@@ -304,3 +304,7 @@ func (t *Type) Fields() []Field { return t.fields }
 
 // Elem returns a list's element type.
 func (t *Type) Elem() *Type { return t.elem }
+
+// Name returns a record's, variant's or enum's WIT name, or the resource
+// of own/borrow ("" for anonymous types).
+func (t *Type) Name() string { return t.name }

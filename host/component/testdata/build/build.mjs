@@ -4,6 +4,12 @@
 // the wasi_snapshot_preview1 reactor adapter.
 //
 // usage: node build.mjs WITDIR WORLD IN.wasm OUT.wasm [--no-adapter]
+//        node build.mjs WITDIR WORLD - OUT.wasm --dummy
+//
+// --dummy makes wit-component's dummy core module for the world (it
+// imports every function of the world and traps in every export): a
+// real component binary whose import types are exactly the WIT's, for
+// the load-time type check.
 //
 // WITDIR is the repo's wit/ (one folder per package). jco's witPath
 // cannot read directories here (its WASI sandbox sees no files), so the
@@ -14,7 +20,7 @@ import { componentEmbed, componentNew, preview1AdapterReactorPath } from '@bytec
 
 const [witDir, world, input, output, flag] = process.argv.slice(2);
 if (!output) {
-  console.error('usage: node build.mjs WITDIR WORLD IN.wasm OUT.wasm [--no-adapter]');
+  console.error('usage: node build.mjs WITDIR WORLD IN.wasm|- OUT.wasm [--no-adapter|--dummy]');
   process.exit(2);
 }
 
@@ -37,8 +43,9 @@ async function witSource(dir, world) {
   return [head, ...nested].join('\n');
 }
 
-const binary = await readFile(input);
-const embedded = await componentEmbed({ binary, witSource: await witSource(witDir, world), world });
-const adapters = flag === '--no-adapter' ? [] :
+const dummy = flag === '--dummy';
+const binary = dummy ? undefined : await readFile(input);
+const embedded = await componentEmbed({ binary, dummy, witSource: await witSource(witDir, world), world });
+const adapters = flag === '--no-adapter' || dummy ? [] :
   [['wasi_snapshot_preview1', await readFile(preview1AdapterReactorPath())]];
 await writeFile(output, await componentNew(embedded, adapters));

@@ -124,8 +124,8 @@ func shellCall(t testing.TB, c *api.Client, principal, tool string, in any) (map
 	res, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: tool, Input: b, Principal: principal})
 	var ae *api.Error
 	switch {
-	case errors.As(err, &ae) && ae.Code == "tool-error" && isNoSuchProcess(ae.Message):
-		return nil, "no-such-process" // the shell capsule's one classifier (cmd_demo.go)
+	case errors.As(err, &ae) && ae.Code == api.CodeToolError && ae.ToolCode == api.CodeNoSuchProcess:
+		return nil, api.CodeNoSuchProcess // the tool's typed code
 	case errors.As(err, &ae) && ae.Code == "tool-error":
 		return nil, ae.Code // another tool error (a quota, ...): the caller decides
 	case err != nil:

@@ -30,6 +30,19 @@ if [ ${#names[@]} -eq 0 ]; then
   done
 fi
 
+# pin runs `capsule-host pin DIR` from this checkout, built once for this
+# machine (not for wasip1) into a temporary directory.
+pinbin=""
+cleanup() { if [ -n "$pinbin" ]; then rm -rf "$(dirname "$pinbin")"; fi; }
+trap cleanup EXIT
+pin() {
+  if [ -z "$pinbin" ]; then
+    pinbin="$(mktemp -d)/capsule-host"
+    GOOS= GOARCH= $GO build -o "$pinbin" ./cmd/capsule-host
+  fi
+  "$pinbin" pin "$1"
+}
+
 # module reads [capsule] module from a manifest.
 module() {
   sed -n 's/^module[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$1" | head -n1
@@ -55,9 +68,11 @@ for name in "${names[@]}"; do
   mv -f "$tmp" "$out"
   sum="$(sha256sum "$out" | cut -d' ' -f1)"
   if [ -z "${OUT:-}" ]; then
-    # Pin the digest and record the toolchain (a comment: the manifest
+    # Pin the digest with `capsule-host pin` (the manifest parsed as
+    # strictly as the host does, only the value between the quotes
+    # replaced), then record the toolchain (a comment: the manifest
     # schema is strict).
-    sed -i -e "s/^sha256[[:space:]]*=.*/sha256 = \"$sum\"/" "$manifest"
+    pin "$dir" >/dev/null
     if grep -q '^# toolchain: ' "$manifest"; then
       sed -i -e "s/^# toolchain: .*/# toolchain: $gover/" "$manifest"
     else

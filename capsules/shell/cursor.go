@@ -1,41 +1,61 @@
 package main
 
 import (
-	"encoding/base64"
-	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
-// cursor is the opaque position read_process_logs hands back: the host's
-// log cursor of each stream, plus the bytes of a UTF-8 sequence that a
-// read split at its end (at most 3), which the next read prepends. So text
-// is never cut inside a character and no byte is skipped or repeated.
+// cursor is the position read_process_logs hands back, in the one cursor
+// format of capsule-host: a stream's cursor is the host's read-since
+// cursor itself, the same token the HTTP API's logs return as "next" and
+// `capsule-host logs --cursor` takes. Reading both streams, it is the two
+// joined by a dot, "OUT.ERR" (host cursors are base32: never a dot), and
+// either half may be empty (that stream from its start). A read that
+// would end inside a UTF-8 character stops before it, so text is never
+// cut inside a character and no byte is skipped or repeated.
 type cursor struct {
-	Out     string `json:"o,omitempty"`
-	OutTail []byte `json:"ot,omitempty"`
-	Err     string `json:"e,omitempty"`
-	ErrTail []byte `json:"et,omitempty"`
+	Out, Err string
 }
 
-func (c cursor) String() string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
+// String is the cursor for the streams read.
+func (c cursor) String(stdout, stderr bool) string {
+	switch {
+	case stdout && stderr:
+		return c.Out + "." + c.Err
+	case stderr:
+		return c.Err
+	}
+	return c.Out
 }
 
-var errCursor = errors.New("cursor is not one this tool returned (pass back the \"cursor\" field unchanged, or omit it to read from the start)")
+var errCursor = errors.New("cursor is not one this tool or the logs API returned (pass back the \"cursor\" field unchanged, or omit it to read from the start)")
 
-func parseCursor(s string) (cursor, error) {
+// parseCursor reads a cursor for the streams asked: "OUT.ERR", or one
+// stream's host cursor when one is read. The host checks each token.
+func parseCursor(s string, stdout, stderr bool) (cursor, error) {
 	var c cursor
-	if s == "" {
-		return c, nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
+	out, errPart, pair := strings.Cut(s, ".")
+	switch {
+	case s == "":
+	case pair && strings.Contains(errPart, "."):
 		return c, errCursor
+	case pair:
+		c.Out, c.Err = out, errPart
+	case stdout && stderr:
+		return c, fmt.Errorf("%w: reading both streams takes \"OUT.ERR\" (a single stream's cursor needs \"stream\")", errCursor)
+	case stderr:
+		c.Err = s
+	default:
+		c.Out = s
 	}
-	if err := json.Unmarshal(b, &c); err != nil || len(c.OutTail) > 3 || len(c.ErrTail) > 3 {
-		return c, errCursor
+	for _, tok := range []string{c.Out, c.Err} {
+		for _, r := range tok {
+			if !(r >= 'a' && r <= 'z' || r >= '2' && r <= '7') {
+				return cursor{}, errCursor
+			}
+		}
 	}
 	return c, nil
 }

@@ -53,19 +53,37 @@ func TestSplitUTF8Chunks(t *testing.T) {
 	}
 }
 
-func TestCursorRoundTrip(t *testing.T) {
-	c := cursor{Out: "abc", OutTail: []byte{0xe2, 0x82}, Err: "x"}
-	got, err := parseCursor(c.String())
-	if err != nil || got.Out != "abc" || string(got.OutTail) != "\xe2\x82" || got.Err != "x" {
-		t.Errorf("round trip = %+v, %v", got, err)
+// The one cursor format: a stream's cursor is the host's token as is
+// (the logs API's "next"); both streams are "OUT.ERR".
+func TestCursorFormat(t *testing.T) {
+	const o, e = "aeaaaaaaaaaaaaakgraez3cl5i3fjmzrx6xq4vdykq", "aeaaaaaaaaaaaaaaj2fapscfwe35etsutgfctwnx2q"
+	c := cursor{Out: o, Err: e}
+	if c.String(true, true) != o+"."+e || c.String(true, false) != o || c.String(false, true) != e {
+		t.Errorf("String: %q %q %q", c.String(true, true), c.String(true, false), c.String(false, true))
 	}
-	for _, bad := range []string{"!!", "e30x", cursor{OutTail: []byte("abcd")}.String()} {
-		if _, err := parseCursor(bad); err == nil {
-			t.Errorf("parseCursor(%q) accepted", bad)
+	tests := []struct {
+		in             string
+		stdout, stderr bool
+		want           cursor
+	}{
+		{"", true, true, cursor{}},
+		{o + "." + e, true, true, c},
+		{o + ".", true, true, cursor{Out: o}},
+		{"." + e, true, true, cursor{Err: e}},
+		{o, true, false, cursor{Out: o}},
+		{e, false, true, cursor{Err: e}},
+		{o + "." + e, false, true, c}, // a pair read for one stream: its half
+	}
+	for _, tt := range tests {
+		got, err := parseCursor(tt.in, tt.stdout, tt.stderr)
+		if err != nil || got != tt.want {
+			t.Errorf("parseCursor(%q, %v, %v) = %+v, %v; want %+v", tt.in, tt.stdout, tt.stderr, got, err, tt.want)
 		}
 	}
-	if c, err := parseCursor(""); err != nil || c.Out != "" {
-		t.Error("empty cursor must mean the start")
+	for _, bad := range []string{o, "a.b.c", "ABC", "e30x!", o + "=." + e} {
+		if _, err := parseCursor(bad, true, true); err == nil {
+			t.Errorf("parseCursor(%q) for both streams accepted", bad)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/capsule-host/capsule-host/capsules/sdk/process"
 )
@@ -42,7 +43,7 @@ const (
 	readDesc   = `Reads a process's output from a cursor without consuming it (any number of readers). Returns text (never split inside a UTF-8 character), the next cursor, bytes lost because they were evicted before this read, whether it is running, and its exit.`
 	readSchema = `{"type":"object","additionalProperties":false,"required":["id"],"properties":{
 "id":{"type":"string"},
-"cursor":{"type":"string","description":"The cursor a previous call returned. Omit to read from the start."},
+"cursor":{"type":"string","description":"The cursor a previous call returned (reading one stream, the logs API's \"next\" works too; both streams: \"OUT.ERR\"). Omit to read from the start."},
 "max_bytes":{"type":"integer","minimum":1,"maximum":1048576,"description":"Per stream. Default 65536."},
 "stream":{"enum":["stdout","stderr","both"],"description":"Default both."}}}`
 
@@ -221,33 +222,69 @@ func shellRequest(command string, cwd *string) process.SpawnRequest {
 func read(id string, c *cursor, stdout, stderr bool, limit uint32) (out logsOut, err error) {
 	out.ID = id
 	out.EOF = true
-	one := func(s process.LogStream, host *string, tail *[]byte) (*string, error) {
-		var cur *string
-		if *host != "" {
-			cur = host
-		}
-		ch, err := process.ReadSince(id, s, cur, limit)
+	one := func(s process.LogStream, host *string) (*string, error) {
+		text, err := readText(id, s, host, limit)
 		if err != nil {
 			return nil, err
 		}
-		text, rest := splitUTF8(append(*tail, ch.Data...), ch.EOF)
-		*host, *tail = ch.Next, rest
-		out.BytesDropped += ch.BytesDropped
-		out.EOF = out.EOF && ch.EOF
-		return &text, nil
+		out.BytesDropped += text.dropped
+		out.EOF = out.EOF && text.eof
+		return &text.s, nil
 	}
 	if stdout {
-		if out.Stdout, err = one(process.Stdout, &c.Out, &c.OutTail); err != nil {
+		if out.Stdout, err = one(process.Stdout, &c.Out); err != nil {
 			return out, err
 		}
 	}
 	if stderr {
-		if out.Stderr, err = one(process.Stderr, &c.Err, &c.ErrTail); err != nil {
+		if out.Stderr, err = one(process.Stderr, &c.Err); err != nil {
 			return out, err
 		}
 	}
-	out.Cursor = c.String()
+	out.Cursor = c.String(stdout, stderr)
 	return out, nil
+}
+
+// chunkText is one stream's read as text.
+type chunkText struct {
+	s       string
+	dropped uint64
+	eof     bool
+}
+
+// readText reads one stream from *host (empty: the start) and advances
+// it. A read ending inside a UTF-8 character is cut before it: the
+// cursor there comes from reading again exactly up to the cut, so the
+// next read starts with the whole character.
+func readText(id string, s process.LogStream, host *string, limit uint32) (chunkText, error) {
+	var cur *string
+	if *host != "" {
+		cur = host
+	}
+	ch, err := process.ReadSince(id, s, cur, max(limit, utf8.UTFMax))
+	if err != nil {
+		return chunkText{}, err
+	}
+	text, rest := splitUTF8(ch.Data, ch.EOF)
+	next := ch.Next
+	if cut := len(ch.Data) - len(rest); len(rest) > 0 && ch.BytesDropped == 0 {
+		next = *host // nothing whole yet: stay
+		if cut > 0 {
+			again, err := process.ReadSince(id, s, cur, uint32(cut))
+			if err != nil {
+				return chunkText{}, err
+			}
+			if len(again.Data) == cut && again.BytesDropped == 0 {
+				next = again.Next
+			} else { // evicted meanwhile: take the chunk whole
+				text, next = toValid(ch.Data), ch.Next
+			}
+		}
+	} else if len(rest) > 0 {
+		text = toValid(ch.Data) // bytes were lost before it anyway
+	}
+	*host = next
+	return chunkText{s: text, dropped: ch.BytesDropped, eof: ch.EOF}, nil
 }
 
 // ---- tools ----
@@ -329,7 +366,7 @@ func spawnBackground(in spawnIn) (any, error) {
 
 func readProcessLogs(in readIn) (any, error) {
 	const tool = "read_process_logs"
-	c, err := parseCursor(in.Cursor)
+	c, err := parseCursor(in.Cursor, in.Stream != "stderr", in.Stream != "stdout")
 	if err != nil {
 		return nil, fmt.Errorf("invalid input: %w", err)
 	}

@@ -98,6 +98,10 @@ func startCluster(t *testing.T, names []string, ttl string, clusterTOML ...strin
 
 // toolErr calls a shell tool and returns the daemon's error message, ""
 // on success.
+// noSuchProcess starts toolErr's answer for the shell's typed
+// no-such-process (tool_code), whatever the message says.
+const noSuchProcess = api.CodeToolError + " (" + api.CodeNoSuchProcess + "):"
+
 func toolErr(t *testing.T, c *api.Client, principal, tool string, in any) (map[string]any, string) {
 	t.Helper()
 	b, _ := json.Marshal(in)
@@ -105,6 +109,9 @@ func toolErr(t *testing.T, c *api.Client, principal, tool string, in any) (map[s
 	defer cancel()
 	res, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: tool, Input: b, Principal: principal})
 	var ae *api.Error
+	if errors.As(err, &ae) && ae.ToolCode != "" {
+		return nil, ae.Code + " (" + ae.ToolCode + "): " + ae.Message // as the CLI prints it
+	}
 	if errors.As(err, &ae) {
 		return nil, ae.Code + ": " + ae.Message
 	}
@@ -169,7 +176,7 @@ func TestClusterThreeDaemons(t *testing.T) {
 	}
 	h := holders[0]
 	for _, n := range ns {
-		if _, e := toolErr(t, n.c, "mallory", "read_process_logs", map[string]any{"id": ids[0]}); !isNoSuchProcess(e) {
+		if _, e := toolErr(t, n.c, "mallory", "read_process_logs", map[string]any{"id": ids[0]}); !strings.HasPrefix(e, noSuchProcess) {
 			t.Errorf("another principal through %s: %q, want no-such-process", n.name, e)
 		}
 		if m, e := toolErr(t, n.c, "alice", "read_process_logs", map[string]any{"id": ids[0]}); e != "" || m["running"] != true {
@@ -221,7 +228,7 @@ func TestClusterRouting(t *testing.T) {
 		t.Fatalf("from the cursor through c: %q, want exactly the bytes after it", got)
 	}
 	for _, n := range ns {
-		if _, e := toolErr(t, n.c, "mallory", "write_process_stdin", map[string]any{"id": id, "data": "x"}); !isNoSuchProcess(e) {
+		if _, e := toolErr(t, n.c, "mallory", "write_process_stdin", map[string]any{"id": id, "data": "x"}); !strings.HasPrefix(e, noSuchProcess) {
 			t.Errorf("mallory writing through %s: %q, want no-such-process", n.name, e)
 		}
 	}
@@ -271,7 +278,7 @@ func TestClusterFaults(t *testing.T) {
 	b.d.cmd.Process.Signal(syscall.SIGKILL)
 	<-b.d.exited
 	_, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idB})
-	if e == "" || isNoSuchProcess(e) || !strings.Contains(e, `node "b"`) {
+	if e == "" || strings.HasPrefix(e, noSuchProcess) || !strings.Contains(e, `node "b"`) {
 		t.Fatalf("b's process through a with b down: %q, want unavailable naming b", e)
 	}
 	if _, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idA}); e != "" {

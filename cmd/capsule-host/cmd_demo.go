@@ -185,12 +185,11 @@ func (d *demo) reads(id string) error {
 func (d *demo) otherPrincipal(id string) error {
 	d.say("3. bob presents the very same ID")
 	_, _, err := d.call("bob", "read_process_logs", map[string]any{"id": id})
-	var te *host.ToolError
-	switch {
+	switch ae := daemon.CallError(err); {
 	case err == nil:
 		return errors.New("step 3: bob could read alice's process")
-	case errors.As(err, &te) && isNoSuchProcess(te.Message):
-		d.say("   bob's read_process_logs fails: %s", firstLine(te.Message))
+	case ae.Code == api.CodeToolError && ae.ToolCode == api.CodeNoSuchProcess:
+		d.say("   bob's read_process_logs fails: %s (%s)", ae.ToolCode, firstLine(ae.Message))
 		d.say("   → exactly what an ID that never existed gets: nothing tells bob the process is there")
 	default:
 		return fmt.Errorf("step 3: want no-such-process, got: %w", err)
@@ -258,11 +257,4 @@ func exitText(m map[string]any) string {
 	}
 	b, _ := json.Marshal(m)
 	return string(b)
-}
-
-// isNoSuchProcess recognises the contract's no-such-process in a tool's
-// error text (the shell capsule reports the WIT error-code case name).
-func isNoSuchProcess(msg string) bool {
-	m := strings.ToLower(msg)
-	return strings.Contains(m, "no-such-process") || strings.Contains(m, "no such process")
 }

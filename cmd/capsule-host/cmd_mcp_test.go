@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -46,6 +47,7 @@ func init() {
 type mcpStdio struct {
 	cs      *sdk.ClientSession
 	updated chan string
+	changed chan struct{} // notifications/tools/list_changed
 	stderr  *testutil.SyncBuffer
 }
 
@@ -60,8 +62,14 @@ func (d *testDaemon) mcpSession(t *testing.T, principal string) *mcpStdio {
 // dialMCP opens a Go SDK client session on transport.
 func dialMCP(t *testing.T, transport sdk.Transport, stderr *testutil.SyncBuffer) *mcpStdio {
 	t.Helper()
-	m := &mcpStdio{updated: make(chan string, 64), stderr: stderr}
+	m := &mcpStdio{updated: make(chan string, 64), changed: make(chan struct{}, 8), stderr: stderr}
 	cl := sdk.NewClient(&sdk.Implementation{Name: "go-test", Version: "1"}, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			select {
+			case m.changed <- struct{}{}:
+			default:
+			}
+		},
 		ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) {
 			select {
 			case m.updated <- r.Params.URI:
@@ -324,6 +332,53 @@ func httpSession(t *testing.T, d *testDaemon, tok string) *mcpStdio {
 	t.Helper()
 	hc := &http.Client{Transport: bearer{tok, http.DefaultTransport}}
 	return dialMCP(t, &sdk.StreamableClientTransport{Endpoint: "http://" + d.tcp + "/mcp", HTTPClient: hc}, &testutil.SyncBuffer{})
+}
+
+// A capsule reload (here the runtime's Reload, which `reload`, SIGHUP and
+// serve --watch all call) re-syncs the HTTP endpoint's sessions: the
+// client gets notifications/tools/list_changed without asking, and its
+// next tools/list has the new version's tools.
+func TestMCPHTTPReloadListChanged(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"Capsule.toml", "testcap.wasm"} {
+		b, err := os.ReadFile(filepath.Join(testcapDir(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hash := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	d := startDaemon(t, func(c *config.Config) {
+		c.Capsules = []string{dir}
+		c.TCP.Listen = "127.0.0.1:0"
+		c.Principals = map[string]config.Principal{"alice": {TokenSHA256: []string{hash(tokAlice)}}}
+	})
+	a := httpSession(t, d, tokAlice)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := a.cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for len(a.changed) > 0 { // anything the session's start sent
+		<-a.changed
+	}
+	m := filepath.Join(dir, "Capsule.toml")
+	b, _ := os.ReadFile(m)
+	if err := os.WriteFile(m, bytes.Replace(b, []byte(`version = "1.0.0"`), []byte(`version = "1.0.1"`), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := d.rt.Reload(ctx, "testcap")
+	if err != nil || len(res.Replaced) != 1 {
+		t.Fatalf("reload: %+v %v", res, err)
+	}
+	select {
+	case <-a.changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notifications/tools/list_changed within 20s of the reload")
+	}
+	a.call(t, "testcap__echo", map[string]any{"x": 1}, &map[string]any{})
 }
 
 // The daemon's streamable-HTTP endpoint with the Go SDK client: over TCP

@@ -307,8 +307,8 @@ func (h *hammer) call(capsule, tool, principal string, in any) (m map[string]any
 		errors.As(err, &ae) && (ae.Code == api.CodeShuttingDown || ae.Code == api.CodeCancelled || ae.Code == api.CodeLoading):
 		h.stats.transient.Add(1)
 		return nil, "", true
-	case errors.As(err, &ae) && ae.Code == api.CodeToolError && capsule == "shell" && isNoSuchProcess(ae.Message):
-		return nil, "no-such-process", false // the shell capsule's one classifier (cmd_demo.go)
+	case errors.As(err, &ae) && ae.Code == api.CodeToolError && capsule == "shell" && ae.ToolCode == api.CodeNoSuchProcess:
+		return nil, api.CodeNoSuchProcess, false // the tool's typed code
 	case errors.As(err, &ae) && ae.Code == api.CodeToolError && capsule == "shell":
 		return nil, "tool-error: " + ae.Message, false // the caller decides (the probe's quota)
 	default:

@@ -158,7 +158,8 @@ func TestE2EBuiltBinary(t *testing.T) {
 	}
 	// 3. read as another principal.
 	_, errOut, code = call("bob", "read_process_logs", map[string]any{"id": id})
-	if code != exitFailed || !isNoSuchProcess(errOut) {
+	var er api.ErrorResponse // --json: the error body on stderr
+	if code != exitFailed || json.Unmarshal([]byte(errOut), &er) != nil || er.Error.ToolCode != api.CodeNoSuchProcess {
 		t.Fatalf("bob's read: exit %d, stderr %q; want no-such-process", code, errOut)
 	}
 

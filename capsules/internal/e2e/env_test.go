@@ -71,8 +71,8 @@ func newHostReg(t testing.TB, capsules ...string) (*host.Host, *registry.Registr
 	}
 	if bw, err := bwrap.New(bo); err == nil {
 		backends["bwrap"] = bw
-	} else if slices.Contains(capsules, "shell") {
-		t.Skipf("the shell capsule needs bwrap: %v", err)
+	} else if slices.Contains(capsules, "shell") || slices.Contains(capsules, "mcp-stdio") {
+		t.Skipf("SKIP: the shell and mcp-stdio capsules need bwrap: %v", err)
 	}
 	reg, err := registry.New(registry.Config{
 		Backends: backends,

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/capsule-host/capsule-host/registry"
 )
 
 type shExit struct {
@@ -151,6 +154,55 @@ func TestShellBackgroundAcrossInstances(t *testing.T) {
 	}
 }
 
+// One cursor format: a one-stream cursor of read_process_logs is the
+// host's read-since token, the one the HTTP API's logs return as "next"
+// (the operator read here): each side continues from the other's.
+// Reads of two bytes never cut a UTF-8 character, and skip or repeat
+// nothing.
+func TestShellCursorIsTheAPIs(t *testing.T) {
+	e := newEnv(t, "shell")
+	const text = "h\u00e9llo \U0001F600 end"
+	var sp shRun
+	e.call("alice", "shell", "spawn_background_process", map[string]any{"command": `printf 'h\303\251llo \360\237\230\200 end'`}, &sp)
+	var got strings.Builder
+	cur := ""
+	for end := time.Now().Add(20 * time.Second); got.String() != text; {
+		if time.Now().After(end) {
+			t.Fatalf("read %q of %q", got.String(), text)
+		}
+		var lo shRun
+		e.call("alice", "shell", "read_process_logs", map[string]any{"id": sp.ID, "stream": "stdout", "max_bytes": 2, "cursor": cur}, &lo)
+		if s := str(lo.Stdout); !utf8.ValidString(s) || strings.ContainsRune(s, utf8.RuneError) {
+			t.Fatalf("a 2-byte read returned %q", s)
+		}
+		got.WriteString(str(lo.Stdout))
+		cur = lo.Cursor
+		if got.String() == "h\u00e9" {
+			// Hand this cursor to the API's read: it goes on from there.
+			ch, err := e.reg.OperatorReadSince(sp.ID, registry.Stdout, &cur, 1<<20)
+			if err != nil || string(ch.Data) != strings.TrimPrefix(text, "h\u00e9") {
+				t.Fatalf("the API read from the shell's cursor %q: %q %v", cur, ch.Data, err)
+			}
+		}
+	}
+	// And the other way: the API's cursor after "h\u00e9llo " in the shell.
+	six := "h\u00e9llo "
+	ch, err := e.reg.OperatorReadSince(sp.ID, registry.Stdout, nil, uint32(len(six)))
+	if err != nil || string(ch.Data) != six {
+		t.Fatalf("API read: %q %v", ch.Data, err)
+	}
+	var lo shRun
+	e.call("alice", "shell", "read_process_logs", map[string]any{"id": sp.ID, "stream": "stdout", "cursor": ch.Next}, &lo)
+	if str(lo.Stdout) != strings.TrimPrefix(text, six) {
+		t.Errorf("the shell from the API's cursor: %q", str(lo.Stdout))
+	}
+	// Both streams: OUT.ERR, each half a stream's cursor.
+	e.call("alice", "shell", "read_process_logs", map[string]any{"id": sp.ID}, &lo)
+	if o, _, ok := strings.Cut(lo.Cursor, "."); !ok || len(o) != len(ch.Next) {
+		t.Errorf("a two-stream cursor %q", lo.Cursor)
+	}
+}
+
 func TestShellInvalidInput(t *testing.T) {
 	e := newEnv(t, "shell")
 	// What the tools' declared schemas forbid, the host refuses before
@@ -175,7 +227,7 @@ func TestShellInvalidInput(t *testing.T) {
 		tool, input, want string
 	}{
 		{"run_shell_command", `{"command":"  "}`, `"command" is required`},
-		{"read_process_logs", `{"id":"x","cursor":"garbage!"}`, `cursor is not one this tool returned`},
+		{"read_process_logs", `{"id":"x","cursor":"garbage!"}`, `cursor is not one this tool or the logs API returned`},
 		{"read_process_logs", `{"id":"nope"}`, `no-such-process`},
 		{"kill_process", `{"id":""}`, `"id" is required`},
 		{"spawn_background_process", `{"command":"true","label":"bad\u0001label"}`, `invalid-input`},

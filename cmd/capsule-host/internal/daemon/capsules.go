@@ -165,6 +165,7 @@ func (rt *Runtime) Reload(ctx context.Context, name string) (ReloadResult, error
 	if err != nil {
 		return res, err
 	}
+	rt.reloaded()
 	rt.Log.Info("capsules reloaded", "added", len(res.Added), "replaced", len(res.Replaced), "unchanged", len(res.Unchanged),
 		"removed", len(res.Removed), "failed", len(res.Failed), "processes_stopped", res.ProcessesStopped)
 	return res, nil

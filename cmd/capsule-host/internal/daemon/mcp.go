@@ -68,7 +68,27 @@ func (s *Server) mcpHandler() http.Handler {
 		<-s.stopping
 		e.closeAll()
 	}()
+	s.rt.OnReload(e.syncAll)
 	return e
+}
+
+// syncAll re-syncs every session's tools after a reload: a change makes
+// the SDK send notifications/tools/list_changed at once, not at the
+// client's next tools/list or call.
+func (e *mcpEndpoint) syncAll() {
+	e.mu.Lock()
+	srvs := make([]*mcp.Server, 0, len(e.servers))
+	for srv := range e.servers {
+		srvs = append(srvs, srv)
+	}
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, srv := range srvs {
+		if err := srv.SyncTools(ctx); err != nil {
+			e.s.log.Warn("MCP: re-syncing a session's tools after a reload", "err", err)
+		}
+	}
 }
 
 func (e *mcpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	api "github.com/capsule-host/capsule-host/client"
@@ -70,6 +71,27 @@ type Runtime struct {
 	caps *capsuleSet // capsules.go
 	// Progress is the readiness and each capsule's state (health).
 	Progress *Progress
+
+	reloadMu  sync.Mutex
+	onReloads []func() // OnReload
+}
+
+// OnReload registers f to run after every reload (reload, SIGHUP, watch)
+// has been applied: the MCP endpoint re-syncs its sessions' tool lists,
+// so clients get notifications/tools/list_changed without asking.
+func (rt *Runtime) OnReload(f func()) {
+	rt.reloadMu.Lock()
+	defer rt.reloadMu.Unlock()
+	rt.onReloads = append(rt.onReloads, f)
+}
+
+func (rt *Runtime) reloaded() {
+	rt.reloadMu.Lock()
+	fs := append([]func(){}, rt.onReloads...)
+	rt.reloadMu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 }
 
 // Open builds the runtime and loads every capsule: the bundled ones (when

@@ -272,6 +272,11 @@ func callError(err error) *api.Error {
 	return ae
 }
 
+// CallError is a host call error as the API answers it, with a tool's
+// typed code (tool_code) decoded: callers outside the daemon (the demo)
+// branch on ae.ToolCode, never on the message.
+func CallError(err error) *api.Error { return callError(err) }
+
 // toolCodeRE is the form of a typed tool error code.
 var toolCodeRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
 

@@ -317,14 +317,11 @@ func mustJSON(v any) string {
 // subscribed to, updated on output and on exit; invisible to another
 // principal, whose answers match an unknown URI's; subscriptions bounded.
 func TestResourcesInProcess(t *testing.T) {
-	// Known defect, reported on issues 11 and 14: since persistent
-	// processes live in the keeper, this test's resources/updated (legacy
-	// protocol, two sessions of one principal, a status and a stdout
-	// subscription on one process) never arrives, while the Node SDK
-	// clients' subscribe-and-update stories over stdio and HTTP
-	// (cmd/capsule-host TestMCPNodeClient*) pass on keeper-held processes.
-	// Unblock by finding where the follow stream stalls.
-	t.Skip("SKIP (known defect, see the comment and the issue 14 note): resources/updated not delivered in this in-process scenario since the keeper")
+	// The writes below follow each Subscribe at once: a subscription must
+	// see output written after its answer even when its watcher has not
+	// started yet (it once took its tail in the watcher, and lost the
+	// first update whenever the write won the race, every time with
+	// keeper-held processes).
 	d := startDaemon(t)
 	alice := connect(t, d, mcp.Options{Principal: "alice", MaxSubscriptions: 2}, legacy)
 	bob := connect(t, d, mcp.Options{Principal: "bob"}, legacy)

@@ -125,6 +125,18 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	if _, err := ss.s.own(ctx, ref.id); err != nil {
 		return resourceErr(uri, err)
 	}
+	// The starting cursor is taken before the answer, not in the watcher:
+	// output written once the client holds its answer must be told, and a
+	// watcher that looked for the tail later would take that output for
+	// history (the cause of a lost first update under load).
+	stream := ref.stream
+	if stream == "status" {
+		stream = "stdout"
+	}
+	cursor, err := ss.tail(ctx, ref.id, stream)
+	if err != nil {
+		return resourceErr(uri, err)
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	m := ss.w[req.Session]
@@ -146,7 +158,7 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	ss.wg.Add(1)
 	go func() {
 		defer ss.wg.Done()
-		ss.watch(wctx, uri, ref)
+		ss.watch(wctx, uri, ref, stream, cursor)
 	}()
 	return nil
 }
@@ -185,19 +197,12 @@ func (ss *subscriptions) closeAll() {
 	ss.wg.Wait()
 }
 
-// watch tells the subscribers of uri when it changes: for a stream, each
-// time the daemon's follow stream brings new bytes and once at its end;
+// watch tells the subscribers of uri when it changes, from cursor on: for
+// a stream, each time the daemon's follow stream brings new bytes and once
+// at its end;
 // for status, when stdout ends (the process exited). The daemon pushes
 // chunks on its follow stream; nothing here polls.
-func (ss *subscriptions) watch(ctx context.Context, uri string, ref procRef) {
-	stream := ref.stream
-	if stream == "status" {
-		stream = "stdout"
-	}
-	cursor, err := ss.tail(ctx, ref.id, stream)
-	if err != nil {
-		return
-	}
+func (ss *subscriptions) watch(ctx context.Context, uri string, ref procRef, stream, cursor string) {
 	dirty := make(chan struct{}, 1)
 	done := make(chan struct{})
 	go func() {
@@ -210,7 +215,7 @@ func (ss *subscriptions) watch(ctx context.Context, uri string, ref procRef) {
 		default:
 		}
 	}
-	err = ss.s.d.Follow(ctx, ref.id, api.LogQuery{Stream: stream, Cursor: cursor}, func(ch api.LogChunk) error {
+	err := ss.s.d.Follow(ctx, ref.id, api.LogQuery{Stream: stream, Cursor: cursor}, func(ch api.LogChunk) error {
 		if ref.stream != "status" && (len(ch.Data) > 0 || ch.BytesDropped > 0) {
 			mark()
 		}

@@ -42,7 +42,9 @@ func (r *Registry) OperatorStatus(id string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	return r.info(p, 0, true), nil
+	in := r.info(p, 0, true)
+	sampleInput(&in)
+	return in, nil
 }
 
 func (r *Registry) OperatorReadSince(id string, s Stream, cursor *string, max uint32) (LogChunk, error) {

@@ -128,7 +128,7 @@ func (r *Registry) info(p *proc, idle time.Duration, operator bool) Info {
 			in.OSPid = &v
 		}
 	}
-	r.infoTerminal(p, &in)
+	infoTerminal(p, &in)
 	return in
 }
 
@@ -176,7 +176,9 @@ func (r *Registry) Status(ctx context.Context, id string) (Info, error) {
 	if err != nil {
 		return forwardAs[Info](ctx, r, err, RemoteCall{Op: OpStatus, ID: id})
 	}
-	return r.info(p, idle, false), nil
+	in := r.info(p, idle, false)
+	sampleInput(&in)
+	return in, nil
 }
 
 // StatusMany is Status for many IDs; unknown IDs are simply absent.

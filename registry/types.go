@@ -268,7 +268,7 @@ type Info struct {
 	MemPeak       *uint64
 	// 1.2.0 (info.go): nil when not applicable or unknown.
 	Terminal        *TerminalInfo
-	WaitingForInput *bool
+	WaitingForInput *bool // sampled by Status and OperatorStatus only (info.go)
 	ReapIn          *time.Duration
 	ReapRule        *Reason
 }

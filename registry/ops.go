@@ -156,18 +156,14 @@ func (r *Registry) List(ctx context.Context, labelFilter *string) ([]Info, error
 			ps = append(ps, p)
 		}
 	}
+	sortProcs(ps)
 	now := r.now()
-	idles := make(map[*proc]time.Duration, len(ps))
-	for _, p := range ps {
-		idles[p] = now.Sub(p.lastTouch)
+	idles := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		idles[i] = now.Sub(p.lastTouch)
 	}
 	r.mu.Unlock()
-	sortProcs(ps)
-	out := make([]Info, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, r.info(p, idles[p], false))
-	}
-	return out, nil
+	return infos(ps, func(i int) Info { return r.info(ps[i], idles[i], false) }), nil
 }
 
 // Status returns one process's snapshot; it never drains.

@@ -54,7 +54,7 @@ func BenchmarkShellList(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("PERF_N")); err == nil && v > 0 {
 		n = v
 	}
-	h, _ := newHostRegQuotas(b, registry.Quotas{MaxConcurrent: n, MaxRetained: n, MaxEntries: n + 8}, "shell")
+	h, reg := newHostRegQuotas(b, registry.Quotas{MaxConcurrent: n, MaxRetained: n, MaxEntries: n + 8}, "shell")
 	ctx := host.WithPrincipal(context.Background(), "alice")
 	for i := range n {
 		if _, err := h.Call(ctx, "shell", "spawn_background_process", fmt.Sprintf(`{"command":"exec sleep 3600","label":"s%d"}`, i)); err != nil {
@@ -69,6 +69,16 @@ func BenchmarkShellList(b *testing.B) {
 			}
 			if got := strings.Count(res.Output, `"id":`); got != n {
 				b.Fatalf("list_processes: %d processes, want %d", got, n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
+	})
+	// The registry's share alone: the same list without a guest.
+	rctx := registry.WithCaller(context.Background(), registry.Caller{Capsule: "shell", Principal: "alice"})
+	b.Run(fmt.Sprintf("registry-%d", n), func(b *testing.B) {
+		for b.Loop() {
+			if is, err := reg.List(rctx, nil); err != nil || len(is) != n {
+				b.Fatalf("List: %d (%v), want %d", len(is), err, n)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")

@@ -124,11 +124,15 @@ func BenchmarkShutdown(b *testing.B) {
 		b.Run(fmt.Sprintf("%s-%d", mode, n), func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
-				d := serveWithSleepers(b, bin, n, mode)
+				d, dir := serveWithSleepers(b, bin, n, mode)
 				b.StartTimer()
 				start := time.Now()
 				endServe(b, d)
 				b.ReportMetric(float64(time.Since(start).Milliseconds()), "shutdown-ms")
+				if to := os.Getenv("PERF_LOG"); to != "" { // serve's log, to see where the time went
+					logb, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+					os.WriteFile(to, logb, 0o600)
+				}
 			}
 		})
 	}
@@ -136,7 +140,7 @@ func BenchmarkShutdown(b *testing.B) {
 
 // serveWithSleepers starts a built serve under the on_shutdown mode and
 // n `sleep` processes for alice through the shell capsule's HTTP call.
-func serveWithSleepers(b *testing.B, bin string, n int, mode string) *daemonProc {
+func serveWithSleepers(b *testing.B, bin string, n int, mode string) (*daemonProc, string) {
 	b.Helper()
 	dir := b.TempDir()
 	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf("[quotas]\nmax_concurrent = %d\nmax_retained = %d\nmax_entries = %d\n", n, n, n+8)), 0o600)
@@ -167,5 +171,5 @@ func serveWithSleepers(b *testing.B, bin string, n int, mode string) *daemonProc
 	for err := range errs {
 		b.Fatal(err)
 	}
-	return d
+	return d, dir
 }

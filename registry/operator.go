@@ -8,7 +8,8 @@ import (
 // The operator views act across principals (host admin APIs, `ps`). They
 // never refresh idle clocks: the operator looking is not the owner using.
 
-// OperatorList lists persistent processes matching f (empty fields: all).
+// OperatorList lists persistent processes matching f (empty fields: all),
+// oldest first.
 func (r *Registry) OperatorList(f OperatorFilter) []Info {
 	var ps []*proc
 	r.mu.Lock()
@@ -19,11 +20,10 @@ func (r *Registry) OperatorList(f OperatorFilter) []Info {
 	}
 	r.mu.Unlock()
 	sortProcs(ps)
-	out := make([]Info, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, r.info(p, 0, true))
+	if f.Brief {
+		return infos(ps, func(i int) Info { return r.brief(ps[i]) })
 	}
-	return out
+	return infos(ps, func(i int) Info { return r.info(ps[i], 0, true) })
 }
 
 func (r *Registry) operatorResolve(id string) (*proc, error) {
@@ -42,7 +42,9 @@ func (r *Registry) OperatorStatus(id string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	return r.info(p, 0, true), nil
+	in := r.info(p, 0, true)
+	sampleInput(&in)
+	return in, nil
 }
 
 func (r *Registry) OperatorReadSince(id string, s Stream, cursor *string, max uint32) (LogChunk, error) {

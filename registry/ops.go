@@ -132,7 +132,7 @@ func (r *Registry) info(p *proc, idle time.Duration, operator bool) Info {
 			in.OSPid = &v
 		}
 	}
-	r.infoTerminal(p, &in)
+	infoTerminal(p, &in)
 	return in
 }
 
@@ -160,17 +160,14 @@ func (r *Registry) List(ctx context.Context, labelFilter *string) ([]Info, error
 			ps = append(ps, p)
 		}
 	}
+	sortProcs(ps)
 	now := r.now()
-	idles := make(map[*proc]time.Duration, len(ps))
-	for _, p := range ps {
-		idles[p] = now.Sub(p.lastTouch)
+	idles := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		idles[i] = now.Sub(p.lastTouch)
 	}
 	r.mu.Unlock()
-	sortProcs(ps)
-	out := make([]Info, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, r.info(p, idles[p], false))
-	}
+	out := infos(ps, func(i int) Info { return r.info(ps[i], idles[i], false) })
 	return r.listElsewhere(ctx, o, labelFilter, out)
 }
 
@@ -210,7 +207,9 @@ func (r *Registry) Status(ctx context.Context, id string) (Info, error) {
 	if err != nil {
 		return forwardAs[Info](ctx, r, err, RemoteCall{Op: OpStatus, ID: id})
 	}
-	return r.info(p, idle, false), nil
+	in := r.info(p, idle, false)
+	sampleInput(&in)
+	return in, nil
 }
 
 // StatusMany is Status for many IDs; unknown IDs are simply absent.

@@ -389,8 +389,12 @@ func (r *Registry) claimLocked(p *proc, reason Reason) bool {
 }
 
 // stopAll terminates processes in parallel (graceful, then forced), then
-// forgets them. It returns how many were stopped.
+// forgets them, with the journal's writes coalesced. It returns how many
+// were stopped.
 func (r *Registry) stopAll(ctx context.Context, ps []*proc) int {
+	if r.jr != nil && len(ps) > 1 {
+		defer r.jr.Coalesce()() // their exits and deletions share fsyncs
+	}
 	var wg sync.WaitGroup
 	n := 0
 	for _, p := range ps {

@@ -275,7 +275,7 @@ type Info struct {
 	MemPeak       *uint64
 	// 1.2.0 (info.go): nil when not applicable or unknown.
 	Terminal        *TerminalInfo
-	WaitingForInput *bool
+	WaitingForInput *bool // sampled by Status and OperatorStatus only (info.go)
 	ReapIn          *time.Duration
 	ReapRule        *Reason
 }
@@ -328,4 +328,9 @@ type EventBatch struct {
 // OperatorFilter selects processes for the operator view (empty: all).
 type OperatorFilter struct {
 	Capsule, Principal string
+	// Brief leaves out what asks the backend (buffered and dropped bytes,
+	// CPU, memory, PID): a count or a log line per process needs only
+	// the identity, owner and phase, and a keeper-held process's full
+	// snapshot is five round trips to its keeper.
+	Brief bool
 }

@@ -61,6 +61,13 @@ func TestWaitForPythonREPL(t *testing.T) {
 	if in.Terminal == nil || in.Terminal.Rows != 24 || in.Terminal.Cols != 80 || in.Terminal.Term != DefaultTerm {
 		t.Errorf("terminal info %+v, want 24x80 %s", in.Terminal, DefaultTerm)
 	}
+	// Lists carry the terminal but do not sample input-wait (info.go).
+	if ls, err := e.r.List(ctx, nil); err != nil || len(ls) != 1 || ls[0].Terminal == nil || ls[0].WaitingForInput != nil {
+		t.Errorf("List: %+v, %v; want the terminal and no input-wait sample", ls, err)
+	}
+	if ls := e.r.OperatorList(OperatorFilter{}); len(ls) != 1 || ls[0].WaitingForInput != nil {
+		t.Errorf("OperatorList: %+v; want no input-wait sample", ls)
+	}
 	before, err := e.r.ReadSince(ctx, id, Stdout, nil, 1<<20)
 	if err != nil {
 		t.Fatal(err)

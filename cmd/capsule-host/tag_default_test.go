@@ -1,4 +1,4 @@
-//go:build !wasmtime
+//go:build !wasmtime && !leanclient
 
 package main
 

@@ -120,6 +120,30 @@ func TestRenderRealOutput(t *testing.T) {
 	}
 }
 
+// A load average above the CPU count at either end marks the document
+// as measured on a loaded machine; one at or below it does not.
+func TestRenderMarksALoadedMachine(t *testing.T) {
+	for _, tc := range []struct {
+		before, after string
+		loaded        bool
+	}{
+		{"3.30 2.78 1.54", "1.0 1.0 1.0", true},
+		{"1.50 2.78 1.54", "12.25 9 9", true},
+		{"2.00 9.00 9.00", "1.99 9 9", false},
+		{"", "", false},
+	} {
+		env := testEnv
+		env.LoadBefore, env.LoadAfter = tc.before, tc.after
+		var b bytes.Buffer
+		if err := Render(&b, env, Run{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "**Loaded machine**"); got != tc.loaded {
+			t.Errorf("load %q/%q: marked loaded %v, want %v\n%s", tc.before, tc.after, got, tc.loaded, b.String())
+		}
+	}
+}
+
 // TestParseEdges covers what a longer run prints: a name whose figures
 // come on a later line (the benchmark wrote output), a skipped benchmark,
 // packages without benchmarks, a failed package, noise.

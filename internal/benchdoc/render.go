@@ -26,6 +26,20 @@ type Env struct {
 // ("3x"): the figures are then a sample of the format, not measurements.
 func (e Env) quick() bool { return strings.HasSuffix(e.Benchtime, "x") }
 
+// peakLoad is the larger 1-minute load average of the run's start and
+// end (0 when unknown).
+func (e Env) peakLoad() float64 {
+	peak := 0.0
+	for _, l := range []string{e.LoadBefore, e.LoadAfter} {
+		if f := strings.Fields(l); len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+				peak = max(peak, v)
+			}
+		}
+	}
+	return peak
+}
+
 // standardUnits come first in every table, in go test's own order; custom
 // units (b.ReportMetric) follow in order of first appearance.
 var standardUnits = []string{"ns/op", "MB/s", "B/op", "allocs/op"}
@@ -58,6 +72,11 @@ func header(b *strings.Builder, env Env, run Run) {
 		fmt.Fprintf(b, "**Quick-mode sample** (`-benchtime %s`): a few iterations per benchmark, so the\n", env.Benchtime)
 		b.WriteString("figures show the format and the rough order of magnitude only. The full figures\n")
 		b.WriteString("need `make bench` (`-benchtime 2s`) on a quiet machine.\n\n")
+	}
+	if l := env.peakLoad(); env.CPUs > 0 && l > float64(env.CPUs) {
+		fmt.Fprintf(b, "**Loaded machine**: a 1-minute load average of up to %.1f on %d CPUs during the run,\n", l, env.CPUs)
+		b.WriteString("so other work shared the CPUs: absolute figures are inflated and spread is wide;\n")
+		b.WriteString("ratios of pairs measured side by side hold better.\n\n")
 	}
 	b.WriteString("| | |\n|---|---|\n")
 	row := func(k, v string) {

@@ -100,6 +100,8 @@ type Journal struct {
 	path   string
 	now    func() time.Time
 	closed atomic.Bool
+	// coalescing counts the Coalesce calls not yet ended.
+	coalescing atomic.Int32
 }
 
 // Open opens (or creates) the journal at path. An existing file is

@@ -251,3 +251,52 @@ func TestConcurrentWriters(t *testing.T) {
 		t.Fatalf("report %+v, want 40 processes", rep)
 	}
 }
+
+// Coalesced writes from many goroutines are all durable: after a reopen
+// the exits of half the records are there and the other half is gone;
+// a write after the coalescing ended is a plain transaction again.
+func TestCoalescedWritesAreDurable(t *testing.T) {
+	ps := samples(200)
+	path := fill(t, ps)
+	j, _ := openT(t, path, Options{})
+	end := j.Coalesce()
+	code := int32(3)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ps))
+	for i, p := range ps {
+		wg.Go(func() {
+			if err := j.UpdateExit(p.Key, Exit{Code: &code, At: time.Unix(1700000000, 0)}, "stopped"); err != nil {
+				errs <- err
+			}
+			if i%2 == 0 {
+				if err := j.DeleteProcess(p.Key); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	end()
+	end() // idempotent
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if j.coalescing.Load() != 0 {
+		t.Fatalf("coalescing = %d after end", j.coalescing.Load())
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, _ = openT(t, path, Options{})
+	defer j.Close()
+	got := read(t, j).procs
+	if len(got) != len(ps)/2 {
+		t.Fatalf("%d records after the reopen, want %d", len(got), len(ps)/2)
+	}
+	for _, p := range got {
+		if p.Exit == nil || p.Exit.Code == nil || *p.Exit.Code != code || p.Reason != "stopped" {
+			t.Fatalf("record %x: exit %+v reason %q, want code %d stopped", p.Key, p.Exit, p.Reason, code)
+		}
+	}
+}

@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/registry"
 )
 
 // Costs of a tool call through the Go SDK on a warm pool, side by side:
@@ -36,4 +40,47 @@ func BenchmarkToolCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkShellList is the guest's share of listing many processes: the
+// shell capsule's list_processes over PERF_N (default 500) live `sleep`
+// processes of one principal, on the in-process bwrap backend (no keeper:
+// every figure is a memory read), so what it measures is the
+// list-processes import's lowering, the guest's lifting and JSON
+// encoding, and the host's output handling. The issue's goal is ≤ 10 ms
+// at 500 through the daemon (cmd/capsule-host BenchmarkListProcesses).
+func BenchmarkShellList(b *testing.B) {
+	n := 500
+	if v, err := strconv.Atoi(os.Getenv("PERF_N")); err == nil && v > 0 {
+		n = v
+	}
+	h, reg := newHostRegQuotas(b, registry.Quotas{MaxConcurrent: n, MaxRetained: n, MaxEntries: n + 8}, "shell")
+	ctx := host.WithPrincipal(context.Background(), "alice")
+	for i := range n {
+		if _, err := h.Call(ctx, "shell", "spawn_background_process", fmt.Sprintf(`{"command":"exec sleep 3600","label":"s%d"}`, i)); err != nil {
+			b.Fatalf("spawn %d: %v", i, err)
+		}
+	}
+	b.Run(fmt.Sprintf("list-%d", n), func(b *testing.B) {
+		for b.Loop() {
+			res, err := h.Call(ctx, "shell", "list_processes", `{}`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got := strings.Count(res.Output, `"id":`); got != n {
+				b.Fatalf("list_processes: %d processes, want %d", got, n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
+	})
+	// The registry's share alone: the same list without a guest.
+	rctx := registry.WithCaller(context.Background(), registry.Caller{Capsule: "shell", Principal: "alice"})
+	b.Run(fmt.Sprintf("registry-%d", n), func(b *testing.B) {
+		for b.Loop() {
+			if is, err := reg.List(rctx, nil); err != nil || len(is) != n {
+				b.Fatalf("List: %d (%v), want %d", len(is), err, n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
+	})
 }

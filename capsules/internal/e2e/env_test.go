@@ -57,6 +57,13 @@ func newHost(t testing.TB, capsules ...string) *host.Host {
 // shut it down themselves (the hammer's leak checks).
 func newHostReg(t testing.TB, capsules ...string) (*host.Host, *registry.Registry) {
 	t.Helper()
+	return newHostRegQuotas(t, registry.Quotas{}, capsules...)
+}
+
+// newHostRegQuotas is newHostReg with the registry's quotas (zero fields:
+// the defaults).
+func newHostRegQuotas(t testing.TB, q registry.Quotas, capsules ...string) (*host.Host, *registry.Registry) {
+	t.Helper()
 	b, err := local.New(local.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +85,7 @@ func newHostReg(t testing.TB, capsules ...string) (*host.Host, *registry.Registr
 		Backends: backends,
 		StateDir: t.TempDir(),
 		Logger:   logger,
+		Quotas:   q,
 	})
 	if err != nil {
 		t.Fatal(err)

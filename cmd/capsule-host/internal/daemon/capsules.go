@@ -301,7 +301,7 @@ func (rt *Runtime) apply(ctx context.Context, name string, c candidate, p loaded
 // processes: no tool can reach them any more.
 func (rt *Runtime) remove(ctx context.Context, name string, p loadedCapsule, res *ReloadResult) {
 	live := 0
-	for _, in := range rt.Registry.OperatorList(registry.OperatorFilter{Capsule: name}) {
+	for _, in := range rt.Registry.OperatorList(registry.OperatorFilter{Capsule: name, Brief: true}) {
 		if in.Phase != registry.PhaseExited {
 			live++
 		}

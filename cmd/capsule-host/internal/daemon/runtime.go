@@ -334,7 +334,7 @@ func (rt *Runtime) CapsuleViews() []api.Capsule {
 // one; "stop" stops them all. Each one is logged either way.
 func (rt *Runtime) Close(ctx context.Context) error {
 	keep := rt.durable.keep
-	live := rt.Registry.OperatorList(registry.OperatorFilter{})
+	live := rt.Registry.OperatorList(registry.OperatorFilter{Brief: true})
 	n := 0
 	verb := "stopping persistent process for shutdown"
 	if keep {

@@ -1,0 +1,175 @@
+//go:build !leanclient
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	api "github.com/capsule-host/capsule-host/client"
+	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/host/config"
+)
+
+// listN is the number of live processes of the listing and shutdown
+// benchmarks: PERF_N, default 500 (the issue's figure).
+func listN() int {
+	if v, err := strconv.Atoi(os.Getenv("PERF_N")); err == nil && v > 0 {
+		return v
+	}
+	return 500
+}
+
+// benchShellDaemon is an in-process daemon serving the bundled shell capsule
+// with quotas that let one principal hold n live processes.
+func benchShellDaemon(b *testing.B, n int, onShutdown string) *testDaemon {
+	shell, err := filepath.Abs("../../capsules/shell")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return startDaemon(b, func(c *config.Config) {
+		c.Capsules = []string{shell}
+		c.Backends.Enabled = []string{"bwrap"}
+		c.Quotas = config.Quotas{MaxConcurrent: n, MaxRetained: n, MaxEntries: n + 8}
+		c.Processes.OnShutdown = onShutdown
+		c.ShutdownGrace = config.Duration(60 * time.Second)
+	})
+}
+
+// spawnSleepers starts n `sleep` processes for alice through the shell
+// capsule, four callers at a time.
+func spawnSleepers(b *testing.B, h *host.Host, n int) {
+	b.Helper()
+	ctx := host.WithPrincipal(context.Background(), "alice")
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 4 {
+		wg.Go(func() {
+			for i := range next {
+				if _, err := h.Call(ctx, "shell", "spawn_background_process", fmt.Sprintf(`{"command":"exec sleep 3600","label":"s%d"}`, i)); err != nil {
+					errs <- fmt.Errorf("spawn %d: %w", i, err)
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkListProcesses is the issue's per-process cost of listing: one
+// principal with PERF_N (500) live persistent processes, listed by the
+// shell capsule's list_processes (goal ≤ 10 ms at 500: the list-processes
+// import lowers every process-info into the guest, which JSON-encodes
+// them) and by the HTTP API (no guest), side by side in one run.
+//
+//	go test -run '^$' -bench ListProcesses -benchtime 20x ./cmd/capsule-host
+func BenchmarkListProcesses(b *testing.B) {
+	n := listN()
+	d := benchShellDaemon(b, n, config.OnShutdownStop)
+	spawnSleepers(b, d.rt.Host, n)
+	ctx := host.WithPrincipal(context.Background(), "alice")
+	b.Run(fmt.Sprintf("guest-%d", n), func(b *testing.B) {
+		for b.Loop() {
+			res, err := d.rt.Host.Call(ctx, "shell", "list_processes", `{}`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var out struct {
+				Processes []json.RawMessage `json:"processes"`
+			}
+			if err := json.Unmarshal([]byte(res.Output), &out); err != nil || len(out.Processes) != n {
+				b.Fatalf("list_processes: %d processes (%v), want %d", len(out.Processes), err, n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
+	})
+	b.Run(fmt.Sprintf("http-%d", n), func(b *testing.B) {
+		c := api.NewUnix(d.sock)
+		for b.Loop() {
+			ps, err := c.Processes(context.Background(), "shell", "alice")
+			if err != nil || len(ps) != n {
+				b.Fatalf("processes: %d (%v), want %d", len(ps), err, n)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
+	})
+}
+
+// BenchmarkShutdown is the issue's shutdown figure: a built `serve` with
+// PERF_N (500) live persistent processes of one principal, SIGTERM, and
+// the time until the process exits (goal ≤ 1 s), under on_shutdown =
+// stop (every process stopped: SIGTERM, grace, SIGKILL) and keep (every
+// process left to its keeper, journaled, for the next daemon).
+//
+//	go test -run '^$' -bench Shutdown -benchtime 1x ./cmd/capsule-host
+func BenchmarkShutdown(b *testing.B) {
+	n := listN()
+	bin := builtBinary(b)
+	for _, mode := range []string{config.OnShutdownStop, config.OnShutdownKeep} {
+		b.Run(fmt.Sprintf("%s-%d", mode, n), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				d, dir := serveWithSleepers(b, bin, n, mode)
+				b.StartTimer()
+				start := time.Now()
+				endServe(b, d)
+				b.ReportMetric(float64(time.Since(start).Milliseconds()), "shutdown-ms")
+				if to := os.Getenv("PERF_LOG"); to != "" { // serve's log, to see where the time went
+					logb, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+					os.WriteFile(to, logb, 0o600)
+				}
+			}
+		})
+	}
+}
+
+// serveWithSleepers starts a built serve under the on_shutdown mode and
+// n `sleep` processes for alice through the shell capsule's HTTP call.
+func serveWithSleepers(b *testing.B, bin string, n int, mode string) (*daemonProc, string) {
+	b.Helper()
+	dir := b.TempDir()
+	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf("[quotas]\nmax_concurrent = %d\nmax_retained = %d\nmax_entries = %d\n", n, n, n+8)), 0o600)
+	d := startServe(b, bin, dir, "--on-shutdown", mode)
+	c := api.NewUnix(filepath.Join(dir, "d.sock"))
+	awaitServing(b, c, d)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for range 4 {
+		wg.Go(func() {
+			for i := range next {
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				in := json.RawMessage(fmt.Sprintf(`{"command":"exec sleep 3600","label":"s%d"}`, i))
+				if _, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: "spawn_background_process", Input: in, Principal: "alice"}); err != nil {
+					errs <- fmt.Errorf("spawn %d: %w", i, err)
+				}
+				cancel()
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	return d, dir
+}

@@ -1,11 +1,55 @@
-package testtools
+// Package testtools12 holds the tools testcap12 adds to testtools' 1.1.0
+// set: one per function of capsule:process@1.2.0's terminal tier. It is a
+// package of its own so that testcap and testcap10, which link testtools,
+// stay byte-identical (they must not link the 1.2.0 bindings).
+package testtools12
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 
+	"github.com/capsule-host/capsule-host/capsules/sdk"
 	"github.com/capsule-host/capsule-host/capsules/sdk/process"
 	"github.com/capsule-host/capsule-host/capsules/sdk/terminal"
 )
+
+// reply wraps a contract call's outcome as testtools does: {"ok": v}, or
+// {"error": error-code} when the host returned one.
+func reply(v any, err error) (any, error) {
+	if err != nil {
+		var pe *process.Error
+		if errors.As(err, &pe) {
+			return map[string]any{"error": pe}, nil
+		}
+		return nil, err
+	}
+	return map[string]any{"ok": v}, nil
+}
+
+func reg[T any](name, desc, schema string, h func(T) (any, error)) {
+	if !json.Valid([]byte(schema)) {
+		panic("testtools12: the schema of " + name + " is not JSON")
+	}
+	sdk.Register(sdk.Tool{Name: name, Description: desc, InputSchema: schema, Handler: sdk.Handle(h)})
+}
+
+func obj(required string, props ...string) string {
+	s := `{"type":"object","additionalProperties":false,"required":[` + required + `],"properties":{`
+	for i, p := range props {
+		if i > 0 {
+			s += ","
+		}
+		s += p
+	}
+	return s + "}}"
+}
+
+const idProp = `"id":{"type":"string"}`
+
+type idIn struct {
+	ID string `json:"id"`
+}
 
 // condIn is a wait-condition as JSON: kind is the WIT case name.
 type condIn struct {
@@ -37,12 +81,11 @@ type textIn struct {
 
 const keysProp = `"keys":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"text":{"type":"string"}}}}`
 
-// RegisterV12 registers one tool per function capsule:process@1.2.0 adds,
+// Register registers one tool per function capsule:process@1.2.0 adds,
 // plus status@1.2.0 and spawn-persistent with a terminal.
-func RegisterV12() {
+func Register() {
 	reg("term_spawn", "spawn-persistent@1.2.0(request, options with terminal) -> {ok: id}.",
-		`{"type":"object","additionalProperties":false,"required":["request","terminal"],"properties":{"request":`+reqSchema+
-			`,"options":{"type":"object"},"terminal":{"type":"object"}}}`,
+		`{"type":"object","additionalProperties":false,"required":["request","terminal"],"properties":{"request":{"type":"object"},"options":{"type":"object"},"terminal":{"type":"object"}}}`,
 		func(in struct {
 			Request  process.SpawnRequest   `json:"request"`
 			Options  process.PersistOptions `json:"options"`

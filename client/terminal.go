@@ -57,6 +57,9 @@ type Screen struct {
 	Scrollback     []string `json:"scrollback,omitempty"`
 	SkippedBytes   int64    `json:"skipped_bytes"`
 	BehindBytes    int64    `json:"behind_bytes"`
+	// Cursor is the stdout logs cursor just after the output this screen
+	// shows: following the logs from it continues the screen exactly.
+	Cursor string `json:"cursor"`
 }
 
 // ResizeRequest sets a terminal's window size (1 to 1000 each).

@@ -132,6 +132,7 @@ type opts struct {
 	watchPoll  time.Duration
 	// new
 	sdk, module string
+	term        termOpts // cmd_term.go
 }
 
 var commands []*command

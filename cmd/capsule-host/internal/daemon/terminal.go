@@ -153,7 +153,7 @@ func (s *Server) screen(w http.ResponseWriter, r *http.Request) {
 		Rows: sc.Rows, Cols: sc.Cols, Lines: sc.Lines, CursorRow: sc.Cursor.Row, CursorCol: sc.Cursor.Col,
 		CursorVisible: sc.Cursor.Visible, AltScreen: sc.AltScreen, Title: sc.Title,
 		AppCursorKeys: sc.Modes.AppCursor, AppKeypad: sc.Modes.AppKeypad, BracketedPaste: sc.Modes.BracketedPaste,
-		Scrollback: sc.Scrollback, SkippedBytes: sc.Skipped, BehindBytes: sc.Behind,
+		Scrollback: sc.Scrollback, SkippedBytes: sc.Skipped, BehindBytes: sc.Behind, Cursor: sc.LogCursor,
 	})
 }
 

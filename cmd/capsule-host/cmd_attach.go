@@ -119,6 +119,9 @@ func runAttach(e *env, o *opts, args []string) error {
 	ctx, cancel := context.WithCancelCause(e.ctx)
 	defer cancel(nil)
 	if !o.term.readOnly && out != nil && isTerminal(out) {
+		// The size first, before the screen is painted: what is typed
+		// from then on runs at this window's size.
+		sendSize(ctx, c, id, out)
 		go forwardSize(ctx, c, id, out)
 	}
 	s, err := c.Screen(ctx, id, 0)
@@ -146,19 +149,24 @@ func runAttach(e *env, o *opts, args []string) error {
 	return nil
 }
 
-// forwardSize sends this terminal's size now and on every SIGWINCH.
+// sendSize sends this terminal's window size to the process.
+func sendSize(ctx context.Context, c *api.Client, id string, out *os.File) {
+	if ws, err := unix.IoctlGetWinsize(int(out.Fd()), unix.TIOCGWINSZ); err == nil && ws.Row > 0 && ws.Col > 0 {
+		_ = c.Resize(ctx, id, ws.Row, ws.Col)
+	}
+}
+
+// forwardSize sends this terminal's size on every SIGWINCH.
 func forwardSize(ctx context.Context, c *api.Client, id string, out *os.File) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGWINCH)
 	defer signal.Stop(ch)
 	for {
-		if ws, err := unix.IoctlGetWinsize(int(out.Fd()), unix.TIOCGWINSZ); err == nil && ws.Row > 0 && ws.Col > 0 {
-			_ = c.Resize(ctx, id, ws.Row, ws.Col)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-ch:
+			sendSize(ctx, c, id, out)
 		}
 	}
 }

@@ -114,7 +114,8 @@ func TestAttachInTmux(t *testing.T) {
 	bin := builtBinary(t)
 	d := startTermDaemon(t)
 	id := d.spawnTerminal(t, 24, 80)
-	sock := filepath.Join(t.TempDir(), "tmux.sock")
+	tdir := t.TempDir()
+	sock := filepath.Join(tdir, "tmux.sock")
 	tm := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(tmux, append([]string{"-S", sock}, args...)...).CombinedOutput()
@@ -139,7 +140,9 @@ func TestAttachInTmux(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	// The window size reached the process when attach started.
+	// The window size reached the process when attach started (before
+	// it painted the screen, which shows the prompt).
+	waitPane("the first paint", "$")
 	tm("send-keys", "-t", "a", "-l", "stty size")
 	tm("send-keys", "-t", "a", "Enter")
 	waitPane("stty size through attach", "30 100")
@@ -154,8 +157,11 @@ func TestAttachInTmux(t *testing.T) {
 	if out, _, code := d.cli(t, "inspect", id); code != 0 || !strings.Contains(out, "running") {
 		t.Errorf("after detach: inspect exit %d:\n%s", code, out)
 	}
-	// A new attach paints the screen as it was.
+	// A new attach (in a second tmux server: a server just killed may
+	// still hold the first socket) paints the screen as it was.
 	tm("kill-server")
+	sock = filepath.Join(tdir, "tmux2.sock")
+	t.Cleanup(func() { exec.Command(tmux, "-S", filepath.Join(tdir, "tmux2.sock"), "kill-server").Run() })
 	tm("-f", os.DevNull, "new-session", "-d", "-s", "a", "-x", "90", "-y", "25", attach)
 	waitPane("re-attach", "marker-9")
 }

@@ -302,6 +302,7 @@ func printUsage(w io.Writer) {
 	}{
 		{"Daemon", []string{"serve"}},
 		{"Client (talk to the daemon)", []string{"call", "capsules", "reload", "tools", "ps", "inspect", "logs", "stop", "nodes", "mcp"}},
+		{"Terminals and process control", []string{"attach", "send", "screen", "wait", "signal", "rm"}},
 		{"Local", []string{"demo", "new", "validate", "pin", "wit", "version", "token"}},
 	}
 	for _, gr := range groups {

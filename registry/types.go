@@ -252,8 +252,9 @@ const (
 // Info mirrors the WIT process-info.
 type Info struct {
 	ID            string
-	Capsule       string // operator views only; the WIT record omits it
-	Principal     string // operator views only
+	Capsule       string   // operator views only; the WIT record omits it
+	Principal     string   // operator views only
+	Args          []string // operator views only: argv after Command
 	Label         string
 	Command       string
 	OSPid         *uint32

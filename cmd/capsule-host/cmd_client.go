@@ -225,10 +225,10 @@ func runPS(e *env, o *opts, _ []string) error {
 		return printJSON(e.stdout, api.ProcessList{Processes: ps})
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCAPSULE\tPRINCIPAL\tLABEL\tPHASE\tEXIT\tAGE\tCOMMAND")
+	fmt.Fprintln(tw, "ID\tCAPSULE\tPRINCIPAL\tLABEL\tPHASE\tEXIT\tAGE\tREAP\tCOMMAND")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Capsule, p.Principal, dash(p.Label), p.Phase,
-			api.ExitText(p.Exit), ago(p.AgeMS), abbreviate(p.Command, 40))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Capsule, p.Principal, dash(p.Label), p.Phase,
+			api.ExitText(p.Exit), ago(p.AgeMS), reapText(p), abbreviate(commandLine(p), 60))
 	}
 	return tw.Flush()
 }

@@ -213,3 +213,20 @@ func runRm(e *env, _ *opts, args []string) error {
 	}
 	return c.Release(e.ctx, args[0])
 }
+
+// reapText is ps's REAP column: when the host will end the process and
+// by which rule ("idle 29m59s"), "-" when it will not (exited).
+func reapText(p api.Process) string {
+	if p.ReapInMS == nil || p.ReapRule == "" {
+		return "-"
+	}
+	return p.ReapRule + " " + ago(*p.ReapInMS)
+}
+
+// commandLine is the command and its arguments as ps shows them.
+func commandLine(p api.Process) string {
+	if len(p.Args) == 0 {
+		return p.Command
+	}
+	return p.Command + " " + strings.Join(p.Args, " ")
+}

@@ -61,6 +61,14 @@ func TestTerminalVerbs(t *testing.T) {
 		return out
 	}
 	must("wait", pre, "--input", "--timeout", "20s")
+	// ps shows the whole command line and the time left before reaping.
+	if out := must("ps"); !strings.Contains(out, "/bin/bash --norc --noprofile -i") || !strings.Contains(out, "REAP") || !strings.Contains(out, "idle ") {
+		t.Errorf("ps:\n%s", out)
+	}
+	var p api.Process
+	if err := json.Unmarshal([]byte(must("inspect", pre, "--json")), &p); err != nil || p.Terminal == nil || p.Terminal.Rows != 24 || p.ReapInMS == nil {
+		t.Errorf("inspect --json: %+v (%v)", p, err)
+	}
 	var s api.Screen
 	if err := json.Unmarshal([]byte(must("screen", id, "--json")), &s); err != nil || s.Rows != 24 || s.Cols != 80 || s.Cursor == "" {
 		t.Fatalf("screen --json: %+v (%v)", s, err)

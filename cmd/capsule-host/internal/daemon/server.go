@@ -579,6 +579,7 @@ func (rt *Runtime) ProcessView(in registry.Info) api.Process {
 		ms := in.CPU.Milliseconds()
 		p.CPUMS = &ms
 	}
+	terminalView(in, &p) // terminal.go
 	return p
 }
 

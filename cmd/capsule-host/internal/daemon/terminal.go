@@ -283,3 +283,20 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("process released", "by", s.by(r), "proc", s.rt.Registry.LogID(id))
 	writeJSON(w, http.StatusOK, struct{}{})
 }
+
+// terminalView fills the operator view's fields of issue 15: the argv,
+// the terminal, waiting-for-input and the reap deadline.
+func terminalView(in registry.Info, p *api.Process) {
+	p.Args = in.Args
+	if t := in.Terminal; t != nil {
+		p.Terminal = &api.TerminalSize{Rows: t.Rows, Cols: t.Cols, Term: t.Term}
+	}
+	p.WaitingForInput = in.WaitingForInput
+	if in.ReapIn != nil {
+		ms := in.ReapIn.Milliseconds()
+		p.ReapInMS = &ms
+	}
+	if in.ReapRule != nil {
+		p.ReapRule = in.ReapRule.String()
+	}
+}

@@ -212,6 +212,23 @@ type Process struct {
 	StdinOpen     bool    `json:"stdin_open"`
 	CPUMS         *int64  `json:"cpu_ms,omitempty"`
 	MemPeakBytes  *uint64 `json:"mem_peak_bytes,omitempty"`
+	// Args is the argv after Command (a shell's "-c SCRIPT").
+	Args []string `json:"args,omitempty"`
+	// Terminal is set for a terminal process: its size now and TERM.
+	Terminal *TerminalSize `json:"terminal,omitempty"`
+	// WaitingForInput: blocked reading its input (absent: unknown).
+	WaitingForInput *bool `json:"waiting_for_input,omitempty"`
+	// ReapInMS and ReapRule say when the host will end a running process
+	// and by which rule (idle or lifetime).
+	ReapInMS *int64 `json:"reap_in_ms,omitempty"`
+	ReapRule string `json:"reap_rule,omitempty"`
+}
+
+// TerminalSize is a terminal process's window and TERM.
+type TerminalSize struct {
+	Rows uint16 `json:"rows"`
+	Cols uint16 `json:"cols"`
+	Term string `json:"term"`
 }
 
 // ProcessList is the answer of GET /v1/processes.

@@ -369,7 +369,7 @@ func waitFor(t *testing.T, cond func() bool) {
 
 func TestImportValidation(t *testing.T) {
 	e := newHost(t, nil)
-	served := "(this host serves capsule:process/host@1.0.0, capsule:process/host@1.1.0)"
+	served := "(this host serves capsule:process/host@1.0.0, capsule:process/host@1.1.0, capsule:process/host@1.2.0)"
 	tests := []struct {
 		name, wasm, extra string
 		want              error

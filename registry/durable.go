@@ -355,7 +355,7 @@ func (r *Registry) adoptOne(ctx context.Context, rec journal.Process) adoptOutco
 	}
 	o := owner{capsule: rec.Owner.Capsule, principal: rec.Owner.Principal, fallback: rec.Owner.Fallback}
 	p := &proc{
-		key: k, id: id, own: o, persistent: true, label: rec.Label, command: rec.Command,
+		key: k, id: id, own: o, persistent: true, label: rec.Label, command: rec.Command, args: rec.Args,
 		overflow: sandbox.DropOldest, keepStdin: rec.Stdin == journal.StdinOpen,
 		stdinSem: make(chan struct{}, 1), rearm: make(chan struct{}, 1),
 		started: rec.Started, lastTouch: rec.IdleDeadline.Add(-rec.IdleTimeout),

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox/terminal"
@@ -21,7 +22,7 @@ func (r *Registry) OperatorSnapshot(ctx context.Context, id string, scrollback u
 	if err != nil {
 		return Screen{}, err
 	}
-	return r.snapshot(ctx, ts, scrollback), nil
+	return r.snapshot(ctx, p, ts, scrollback), nil
 }
 
 // OperatorSendKeys is SendKeys for the operator.
@@ -59,4 +60,64 @@ func (r *Registry) OperatorWaitFor(ctx context.Context, id string, cond WaitCond
 		return WaitResult{}, err
 	}
 	return r.waitFor(ctx, p, cond, timeout)
+}
+
+// OperatorResize is Resize for the operator (capsule-host attach forwards
+// its window size).
+func (r *Registry) OperatorResize(id string, rows, cols uint16) error {
+	p, err := r.operatorResolve(id)
+	if err != nil {
+		return err
+	}
+	_, ts, err := hasTerminal(p)
+	if err != nil {
+		return err
+	}
+	return r.resize(p, ts, rows, cols)
+}
+
+// OperatorWriteStdin writes raw bytes to a process's input: for a
+// terminal, keystrokes as a terminal sends them (capsule-host attach).
+// Same cap, bound and torn-write rules as WriteStdin.
+func (r *Registry) OperatorWriteStdin(ctx context.Context, id string, data []byte) (int, error) {
+	p, err := r.operatorResolve(id)
+	if err != nil {
+		return 0, err
+	}
+	return r.writeStdin(ctx, p, data)
+}
+
+// OperatorSignal is Signal for the operator.
+func (r *Registry) OperatorSignal(ctx context.Context, id string, s Signal) error {
+	p, err := r.operatorResolve(id)
+	if err != nil {
+		return err
+	}
+	r.log.Info("operator signal", append(p.attrs(), "signal", int(s))...)
+	return r.signal(ctx, p, s)
+}
+
+// OperatorRelease is Release for the operator: it forgets an exited
+// process of any owner (capsule-host rm); a running one is
+// ErrInvalidInput (stop it first).
+func (r *Registry) OperatorRelease(id string) error {
+	p, err := r.operatorResolve(id)
+	if err != nil {
+		return err
+	}
+	r.syncExit(p)
+	r.mu.Lock()
+	if !p.exited {
+		r.mu.Unlock()
+		return fmt.Errorf("%w: release: the process is running; stop it first", ErrInvalidInput)
+	}
+	if p.forgotten {
+		r.mu.Unlock()
+		return nil
+	}
+	r.forgetLocked(p)
+	r.mu.Unlock()
+	r.cleanup(p)
+	r.log.Info("operator released process", p.attrs()...)
+	return nil
 }

@@ -110,7 +110,7 @@ func (r *Registry) info(p *proc, idle time.Duration, operator bool) Info {
 		in.StdinOpen = !s.IsClosed()
 	}
 	if operator {
-		in.Capsule, in.Principal = p.own.capsule, p.own.principal
+		in.Capsule, in.Principal, in.Args = p.own.capsule, p.own.principal, p.args
 	}
 	r.mu.Lock()
 	in.Age, in.Idle = r.now().Sub(p.started), idle

@@ -73,6 +73,7 @@ type proc struct {
 	persistent bool
 	label      string
 	command    string
+	args       []string // argv after the command, for the operator's view
 	backend    sandbox.Backend
 	overflow   sandbox.Overflow
 	keepStdin  bool

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -391,6 +392,7 @@ func (r *Registry) reserve(o owner, pr *prepared) (*proc, error) {
 		persistent: pr.persist != nil,
 		label:      pr.label,
 		command:    pr.command,
+		args:       argsOf(pr.spec.Argv),
 		backend:    pr.backend,
 		overflow:   pr.spec.Output.Overflow,
 		cs:         pr.cs,
@@ -709,4 +711,12 @@ func (r *Registry) SpawnPersistent(ctx context.Context, req SpawnRequest, o Pers
 		return "", err
 	}
 	return p.id, nil
+}
+
+// argsOf is argv without the command.
+func argsOf(argv []string) []string {
+	if len(argv) < 2 {
+		return nil
+	}
+	return slices.Clone(argv[1:])
 }

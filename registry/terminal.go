@@ -54,6 +54,10 @@ type Screen struct {
 	// Behind counts output bytes logged before the call that the
 	// emulator had not rendered when the catch-up bound passed.
 	Behind int64
+	// Rendered is the stdout offset the screen shows output up to, and
+	// LogCursor the read-since cursor there (not part of the WIT record).
+	Rendered  int64
+	LogCursor string
 }
 
 // termState is the registry's side of one terminal.
@@ -287,19 +291,25 @@ func hasTerminal(p *proc) (*proc, *termState, error) {
 // scrollback, after the screen caught up with the output so far
 // (bounded: Screen.Behind says what it missed).
 func (r *Registry) Snapshot(ctx context.Context, id string, scrollback uint32) (Screen, error) {
-	_, ts, err := r.terminalOf(ctx, id)
+	p, ts, err := r.terminalOf(ctx, id)
 	if err != nil {
 		return Screen{}, err
 	}
-	return r.snapshot(ctx, ts, scrollback), nil
+	return r.snapshot(ctx, p, ts, scrollback), nil
 }
 
-func (r *Registry) snapshot(ctx context.Context, ts *termState, scrollback uint32) Screen {
+// snapshot renders under feedMu, so the screen and Cursor (the stdout
+// offset it rendered up to) are one instant: output read from Cursor on
+// is exactly what the screen does not show yet (attach relies on it).
+func (r *Registry) snapshot(ctx context.Context, p *proc, ts *termState, scrollback uint32) Screen {
 	behind := ts.catchUp(ctx)
+	ts.feedMu.Lock()
 	s := Screen{Snapshot: ts.screen.Snapshot(int(min(scrollback, termScrollback))), Behind: behind}
 	ts.mu.Lock()
-	s.Skipped = ts.skipped
+	s.Skipped, s.Rendered = ts.skipped, ts.fed
 	ts.mu.Unlock()
+	ts.feedMu.Unlock()
+	s.LogCursor = r.encodeCursor(p.key, Stdout, s.Rendered)
 	return s
 }
 
@@ -362,6 +372,10 @@ func (r *Registry) Resize(ctx context.Context, id string, rows, cols uint16) err
 	if err != nil {
 		return err
 	}
+	return r.resize(p, ts, rows, cols)
+}
+
+func (r *Registry) resize(p *proc, ts *termState, rows, cols uint16) error {
 	if err := sandbox.CheckTerminalSize(rows, cols); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}

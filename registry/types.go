@@ -258,9 +258,10 @@ const (
 // Info mirrors the WIT process-info.
 type Info struct {
 	ID            string
-	Node          string // the node holding it in cluster mode; "" on a single node
-	Capsule       string // operator views only; the WIT record omits it
-	Principal     string // operator views only
+	Node          string   // the node holding it in cluster mode; "" on a single node
+	Capsule       string   // operator views only; the WIT record omits it
+	Principal     string   // operator views only
+	Args          []string // operator views only: argv after Command
 	Label         string
 	Command       string
 	OSPid         *uint32

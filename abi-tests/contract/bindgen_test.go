@@ -81,8 +81,11 @@ func TestWitBindgenGoAgreesWithOracle(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := "testdata/bindings/ephemeral" // world capsule-ephemeral imports 1.0.0
-		if strings.HasSuffix(witsrc.InterfaceID(iface), "@1.1.0") {
+		switch {
+		case strings.HasSuffix(witsrc.InterfaceID(iface), "@1.1.0"):
 			dir = "testdata/bindings/full" // world capsule imports 1.1.0
+		case strings.HasSuffix(witsrc.InterfaceID(iface), "@1.2.0"):
+			dir = "testdata/bindings/terminal" // process@1.2.0's world capsule-terminal
 		}
 		for _, f := range fs {
 			want[dir][f.Key()] = f

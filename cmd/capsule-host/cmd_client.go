@@ -234,10 +234,10 @@ func runPS(e *env, o *opts, _ []string) error {
 		node = func(p api.Process) string { return dash(p.Node) + "\t" }
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\t"+node(api.Process{Node: "NODE"})+"CAPSULE\tPRINCIPAL\tLABEL\tPHASE\tEXIT\tAGE\tCOMMAND")
+	fmt.Fprintln(tw, "ID\t"+node(api.Process{Node: "NODE"})+"CAPSULE\tPRINCIPAL\tLABEL\tPHASE\tEXIT\tAGE\tREAP\tCOMMAND")
 	for _, p := range ps {
-		fmt.Fprintf(tw, "%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, node(p), p.Capsule, p.Principal, dash(p.Label), p.Phase,
-			api.ExitText(p.Exit), ago(p.AgeMS), abbreviate(p.Command, 40))
+		fmt.Fprintf(tw, "%s\t%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, node(p), p.Capsule, p.Principal, dash(p.Label), p.Phase,
+			api.ExitText(p.Exit), ago(p.AgeMS), reapText(p), abbreviate(commandLine(p), 60))
 	}
 	return tw.Flush()
 }

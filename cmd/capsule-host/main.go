@@ -133,6 +133,7 @@ type opts struct {
 	watchPoll  time.Duration
 	// new
 	sdk, module string
+	term        termOpts // cmd_term.go
 }
 
 var commands []*command
@@ -302,6 +303,7 @@ func printUsage(w io.Writer) {
 	}{
 		{"Daemon", []string{"serve"}},
 		{"Client (talk to the daemon)", []string{"call", "capsules", "reload", "tools", "ps", "inspect", "logs", "stop", "nodes", "mcp"}},
+		{"Terminals and process control", []string{"attach", "send", "screen", "wait", "signal", "rm"}},
 		{"Local", []string{"demo", "new", "validate", "pin", "wit", "version", "token"}},
 	}
 	for _, gr := range groups {

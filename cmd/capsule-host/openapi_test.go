@@ -89,9 +89,18 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"get /v1/processes/{id}":       {{method: "GET", path: "/v1/processes/" + id, status: 200}},
 		"get /v1/processes/{id}/logs":  {{method: "GET", path: "/v1/processes/" + id + "/logs?stream=stdout&max=64", status: 200}, {method: "GET", path: "/v1/processes/" + id + "/logs?follow=1", status: 200, stream: true}},
 		"post /v1/processes/{id}/stop": {{method: "POST", path: "/v1/processes/" + id + "/stop", body: `{"grace_ms":1000}`, status: 200}},
-		"post /mcp":                    {{method: "POST", path: "/mcp?principal=alice", body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, status: 200}},
-		"get /mcp":                     nil, // the same endpoint as post /mcp: its protocol is MCP's
-		"delete /mcp":                  nil,
+		// The terminal endpoints (walked in op order: delete, get, then
+		// the posts; the ticker is a pipe process, TestTerminalVerbs
+		// drives a terminal). wait-for runs after stop: exit fires.
+		"delete /v1/processes/{id}":        {{method: "DELETE", path: "/v1/processes/" + id, status: 400}}, // running
+		"get /v1/processes/{id}/screen":    {{method: "GET", path: "/v1/processes/" + id + "/screen", status: 400}},
+		"post /v1/processes/{id}/input":    {{method: "POST", path: "/v1/processes/" + id + "/input", body: `{"data":"aGk="}`, status: 409}},
+		"post /v1/processes/{id}/resize":   {{method: "POST", path: "/v1/processes/" + id + "/resize", body: `{"rows":10,"cols":10}`, status: 400}},
+		"post /v1/processes/{id}/signal":   {{method: "POST", path: "/v1/processes/" + id + "/signal", body: `{"signal":"cont"}`, status: 200}},
+		"post /v1/processes/{id}/wait-for": {{method: "POST", path: "/v1/processes/" + id + "/wait-for", body: `{"exit":true,"timeout_ms":20000}`, status: 200}},
+		"post /mcp":                        {{method: "POST", path: "/mcp?principal=alice", body: `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, status: 200}},
+		"get /mcp":                         nil, // the same endpoint as post /mcp: its protocol is MCP's
+		"delete /mcp":                      nil,
 	}
 	paths, _ := doc["paths"].(map[string]any)
 	var ops []string

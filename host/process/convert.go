@@ -96,7 +96,9 @@ func spawnRequest(v cabi.Value) registry.SpawnRequest {
 	return r
 }
 
-func persistOptions(v cabi.Value) registry.PersistOptions {
+// persistOptions lifts persist-options; v12 reads 1.2.0's terminal field
+// (1.1.0's record ends before it: a 1.1.0 spawn is always on pipes).
+func persistOptions(v cabi.Value, v12 bool) registry.PersistOptions {
 	f := v.([]cabi.Value)
 	l := f[7].([]cabi.Value)
 	var cpu *time.Duration
@@ -104,7 +106,7 @@ func persistOptions(v cabi.Value) registry.PersistOptions {
 		d := msDur(*ms)
 		cpu = &d
 	}
-	return registry.PersistOptions{
+	o := registry.PersistOptions{
 		Label:         optString(f[0]),
 		KeepStdinOpen: f[1].(bool),
 		Overflow:      overflowPolicy(f[2].(uint32)),
@@ -119,6 +121,16 @@ func persistOptions(v cabi.Value) registry.PersistOptions {
 			MaxOpenFiles:   optU32(l[3]),
 		},
 	}
+	if v12 {
+		if t := f[8].(cabi.Variant); t.Case == 1 {
+			ts := t.Payload.([]cabi.Value)
+			o.Terminal = &registry.TerminalOptions{Rows: ts[0].(uint16), Cols: ts[1].(uint16)}
+			if term := optString(ts[2]); term != nil {
+				o.Terminal.Term = *term
+			}
+		}
+	}
+	return o
 }
 
 func someOrNone(p bool, v cabi.Value) cabi.Variant {
@@ -165,7 +177,9 @@ func logChunk(c registry.LogChunk) cabi.Value {
 	return []cabi.Value{nonNil(c.Data), c.Next, c.BytesDropped, c.EOF}
 }
 
-func processInfo(i registry.Info) cabi.Value {
+// processInfo lowers process-info; v12 adds 1.2.0's four fields (the
+// 1.2.0→1.1.0 mapping drops them).
+func processInfo(i registry.Info, v12 bool) cabi.Value {
 	pid := cabi.None
 	if i.OSPid != nil {
 		pid = cabi.Some(*i.OSPid)
@@ -182,16 +196,41 @@ func processInfo(i registry.Info) cabi.Value {
 	if i.MemPeak != nil {
 		mem = cabi.Some(*i.MemPeak)
 	}
-	return []cabi.Value{
+	out := []cabi.Value{
 		i.ID, utf8Safe(i.Label), utf8Safe(i.Command), pid, uint32(i.Phase), optExit(i.Exit), reason,
 		durMs(i.Age), durMs(i.Idle), i.BufferedBytes, i.BytesDropped, i.StdinOpen, cpu, mem,
 	}
+	if v12 {
+		out = append(out, infoTerminal(i)...)
+	}
+	return out
 }
 
-func processInfos(is []registry.Info) cabi.Value {
+// infoTerminal is process-info's 1.2.0 tail: terminal, waiting-for-input,
+// reap-in-ms, reap-rule.
+func infoTerminal(i registry.Info) []cabi.Value {
+	term := cabi.None
+	if t := i.Terminal; t != nil {
+		term = cabi.Some([]cabi.Value{t.Rows, t.Cols, utf8Safe(t.Term)})
+	}
+	wait := cabi.None
+	if i.WaitingForInput != nil {
+		wait = cabi.Some(*i.WaitingForInput)
+	}
+	reapIn, rule := cabi.None, cabi.None
+	if i.ReapIn != nil {
+		reapIn = cabi.Some(durMs(*i.ReapIn))
+	}
+	if i.ReapRule != nil {
+		rule = cabi.Some(uint32(*i.ReapRule))
+	}
+	return []cabi.Value{term, wait, reapIn, rule}
+}
+
+func processInfos(is []registry.Info, v12 bool) cabi.Value {
 	out := make([]cabi.Value, len(is))
 	for k, i := range is {
-		out[k] = processInfo(i)
+		out[k] = processInfo(i, v12)
 	}
 	return out
 }

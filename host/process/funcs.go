@@ -8,17 +8,23 @@ import (
 // The host functions. Each doc comment gives the WIT function and its core
 // type (flatten_functype 'lower'; "retptr" is the trailing i32 return
 // pointer of a result that flattens to more than one value). The core
-// types are the same in both versions: error-code and process-signal only
-// differ inside the return area and in the range of the signal enum.
+// types of a function are the same in every version that has it:
+// error-code, process-signal, process-info and persist-options only differ
+// inside the return area or behind the params pointer, and in the range of
+// the signal enum.
 
 var (
 	ver10 = &version{module: Module10, rt: "process-handle (" + Module10 + ")", errorCode: tErrorCode10, signal: tSignal10}
-	ver11 = &version{module: Module11, rt: "process-handle (" + Module11 + ")", errorCode: tErrorCode11, signal: tSignal11, v11: true}
+	ver11 = &version{module: Module11, rt: "process-handle (" + Module11 + ")", errorCode: tErrorCode11, signal: tSignal11, v11: true,
+		info: tProcessInfo, options: tPersistOptions}
+	ver12 = &version{module: Module12, rt: "process-handle (" + Module12 + ")", errorCode: tErrorCode11, signal: tSignal11, v11: true, v12: true,
+		info: tProcessInfo12, options: tPersistOptions12}
 )
 
 func init() {
 	ver10.funcs = ephemeralDefs(ver10)
 	ver11.funcs = append(ephemeralDefs(ver11), persistentDefs(ver11)...)
+	ver12.funcs = append(append(ephemeralDefs(ver12), persistentDefs(ver12)...), terminalDefs(ver12)...)
 }
 
 // res is result<T, error-code> of the version.
@@ -44,15 +50,15 @@ func ephemeralDefs(v *version) []def {
 	}
 }
 
-// persistentDefs are the functions 1.1.0 adds.
+// persistentDefs are the functions 1.1.0 adds, also part of 1.2.0.
 func persistentDefs(v *version) []def {
 	id := cabi.F("id", tProcessID)
 	return []def{
-		{cabi.NewFunc("spawn-persistent", res(v, tProcessID), cabi.F("request", tSpawnRequest), cabi.F("options", tPersistOptions)), false, spawnPersistent},
+		{cabi.NewFunc("spawn-persistent", res(v, tProcessID), cabi.F("request", tSpawnRequest), cabi.F("options", v.options)), false, spawnPersistent},
 		{cabi.NewFunc("attach", res(v, tOwnHandle), id), true, attach},
-		{cabi.NewFunc("list-processes", res(v, cabi.List(tProcessInfo)), cabi.F("label-filter", cabi.Option(cabi.String))), false, listProcesses},
-		{cabi.NewFunc("status", res(v, tProcessInfo), id), false, status},
-		{cabi.NewFunc("status-many", res(v, cabi.List(tProcessInfo)), cabi.F("ids", cabi.List(tProcessID))), false, statusMany},
+		{cabi.NewFunc("list-processes", res(v, cabi.List(v.info)), cabi.F("label-filter", cabi.Option(cabi.String))), false, listProcesses},
+		{cabi.NewFunc("status", res(v, v.info), id), false, status},
+		{cabi.NewFunc("status-many", res(v, cabi.List(v.info)), cabi.F("ids", cabi.List(tProcessID))), false, statusMany},
 		{cabi.NewFunc("read-since", res(v, tLogChunk), id, cabi.F("which-stream", tLogStream), cabi.F("cursor", cabi.Option(cabi.String)), cabi.F("max-bytes", cabi.U32)), false, readSince},
 		{cabi.NewFunc("read-logs", res(v, tReadLogsResult), id), false, readLogs},
 		{cabi.NewFunc("write-stdin", res(v, cabi.U32), id, cabi.F("data", cabi.List(cabi.U8))), false, writeStdin},
@@ -224,11 +230,11 @@ func spawnBackground(c *call, a []cabi.Value) cabi.Value {
 //	spawn-persistent: func(request: spawn-request, options: persist-options) -> result<process-id, error-code>
 //	core: (func (param i32 params) (param i32 retptr))
 //
-// The params flatten to 14 + 21 = 35 values, more than MAX_FLAT_PARAMS:
-// the guest passes one pointer to the (request, options) tuple (size 184,
-// align 8) in its memory.
+// The params flatten to 14 + 21 = 35 values (1.2.0: 14 + 27), more than
+// MAX_FLAT_PARAMS: the guest passes one pointer to the (request, options)
+// tuple (size 184, align 8; 1.2.0: 208) in its memory.
 func spawnPersistent(c *call, a []cabi.Value) cabi.Value {
-	id, err := c.reg.SpawnPersistent(c.ctx, spawnRequest(a[0]), persistOptions(a[1]))
+	id, err := c.reg.SpawnPersistent(c.ctx, spawnRequest(a[0]), persistOptions(a[1], c.v.v12))
 	if err != nil {
 		return c.fail(err)
 	}
@@ -259,7 +265,7 @@ func listProcesses(c *call, a []cabi.Value) cabi.Value {
 	if err != nil {
 		return c.fail(err)
 	}
-	return cabi.Ok(processInfos(is))
+	return cabi.Ok(processInfos(is, c.v.v12))
 }
 
 // status serves
@@ -271,7 +277,7 @@ func status(c *call, a []cabi.Value) cabi.Value {
 	if err != nil {
 		return c.fail(err)
 	}
-	return cabi.Ok(processInfo(i))
+	return cabi.Ok(processInfo(i, c.v.v12))
 }
 
 // statusMany serves
@@ -283,7 +289,7 @@ func statusMany(c *call, a []cabi.Value) cabi.Value {
 	if err != nil {
 		return c.fail(err)
 	}
-	return cabi.Ok(processInfos(is))
+	return cabi.Ok(processInfos(is, c.v.v12))
 }
 
 // readSince serves

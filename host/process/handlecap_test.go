@@ -29,7 +29,7 @@ func TestHandleTableCap(t *testing.T) {
 		if !errors.As(err, &hl) || hl.Limit != 2 || !errors.Is(err, ErrHandleLimit) || !errors.Is(err, registry.ErrQuota) {
 			t.Fatalf("full table: %v", err)
 		}
-		for _, v := range []*version{ver10, ver11} {
+		for _, v := range []*version{ver10, ver11, ver12} {
 			if c := errorCode(err, v.errorCode, v.v11); v.errorCode.Cases()[c.Case].Name != "quota" {
 				t.Errorf("v11=%v: case %s, want quota", v.v11, v.errorCode.Cases()[c.Case].Name)
 			}

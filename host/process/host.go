@@ -1,9 +1,11 @@
 // Package process serves the capsule:process host interfaces to guests:
-// capsule:process/host@1.1.0 and, from the same implementation through a
-// total mapping of error codes, capsule:process/host@1.0.0. Each host
-// function lifts its arguments with host/internal/cabi, calls the registry
-// with the caller and instance carried by the context, and lowers the
-// result. The bindings are hand-written over descriptors (wit.go); the
+// capsule:process/host@1.2.0 and, from the same implementation through
+// total mappings, @1.1.0 (1.2.0 without the terminal tier: the same error
+// codes, process-info without its four 1.2.0 fields, persist-options
+// without a terminal) and @1.0.0 (the ephemeral tier, with a total mapping
+// of error codes). Each host function lifts its arguments with
+// host/internal/cabi, calls the registry with the caller and instance
+// carried by the context, and lowers the result. The bindings are hand-written over descriptors (wit.go); the
 // abi-tests module checks them against the WIT parser.
 package process
 
@@ -21,9 +23,12 @@ import (
 type version struct {
 	module    string
 	rt        string // the process-handle resource type, per version
-	v11       bool
+	v11       bool   // error-code@1.1.0 (also 1.2.0's)
+	v12       bool   // process-info and persist-options of 1.2.0
 	errorCode *cabi.Type
 	signal    *cabi.Type
+	info      *cabi.Type // process-info (1.1.0 on)
+	options   *cabi.Type // persist-options (1.1.0 on)
 	funcs     []def
 }
 
@@ -81,13 +86,13 @@ func (c *call) own(h *registry.Handle) cabi.Value {
 	return cabi.Ok(idx)
 }
 
-// HostFuncs returns the core host functions of both served versions, bound
+// HostFuncs returns the core host functions of every served version, bound
 // to reg. Every function takes the registry.Caller (registry.WithCaller)
 // and, for handles, the Instance (WithInstance) from its context; a call
 // without them traps naming what is missing.
 func HostFuncs(reg *registry.Registry) []engine.HostFunc {
 	var out []engine.HostFunc
-	for _, v := range []*version{ver10, ver11} {
+	for _, v := range []*version{ver10, ver11, ver12} {
 		for _, d := range v.funcs {
 			out = append(out, bind(reg, v, d))
 		}

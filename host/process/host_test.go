@@ -33,7 +33,7 @@ func newHarness(t *testing.T, reg *registry.Registry) *harness {
 	for _, f := range HostFuncs(reg) {
 		h.funcs[f.Module+" "+f.Name] = f
 	}
-	for _, v := range []*version{ver10, ver11} {
+	for _, v := range []*version{ver10, ver11, ver12} {
 		for _, d := range v.funcs {
 			h.defs[v.module+" "+d.f.Name] = d
 		}

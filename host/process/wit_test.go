@@ -83,6 +83,20 @@ func TestWITLayouts(t *testing.T) {
 		{cabi.Result(tLogChunk, tErrorCode11), 40, 8, "i32 i32 i64 i32 i32 i64 i32", nil, 8},
 		{cabi.Result(tReadLogsResult, tErrorCode11), 56, 8, "i32 i32 i64 i32*8 i64", nil, 8},
 		{cabi.Result(tEventBatch, tErrorCode11), 32, 8, "i32 i32 i64 i64 i64", nil, 8},
+		// 1.2.0.
+		{tTerminalSpec, 16, 4, "i32*5", []uint32{0, 2, 4}, 0},
+		{tPersistOptions12, 144, 8, "i32*8 i64 i32 i64 i32 i64 i32 i64 i32 i64 i32*4 i32*6", []uint32{0, 12, 13, 16, 24, 40, 56, 72, 120}, 0},
+		{cabi.Record("", cabi.F("request", tSpawnRequest), cabi.F("options", tPersistOptions12)), 208, 8, "", []uint32{0, 64}, 0},
+		{tKey, 12, 4, "i32*3", nil, 4},
+		{tScreenSnapshot, 56, 8, "i32*5 i32*4 i32*4 i32*2 i64*2", []uint32{0, 2, 4, 12, 14, 16, 17, 20, 28, 29, 30, 32, 40, 48}, 0},
+		{tOutputMatch, 24, 4, "i32*6", []uint32{0, 4, 16}, 0},
+		{tWaitCondition, 32, 8, "i32 i64 i32*5", nil, 8},
+		{tWaitFired, 1, 1, "i32", nil, 1},
+		{tWaitForResult, 12, 4, "i32*3", []uint32{0, 4}, 0},
+		{tTerminalInfo, 12, 4, "i32*4", []uint32{0, 2, 4}, 0},
+		{tProcessInfo12, 184, 8, "i32*16 i64*4 i32*2 i64 i32 i64 i32*5 i32*2 i32 i64 i32*2", []uint32{0, 8, 16, 24, 32, 36, 56, 64, 72, 80, 88, 96, 104, 120, 136, 152, 160, 176}, 0},
+		{cabi.Result(tScreenSnapshot, tErrorCode11), 64, 8, "", nil, 8},
+		{cabi.Result(tWaitForResult, tErrorCode11), 24, 8, "i32 i32 i64 i32", nil, 8},
 	}
 	for _, tc := range tests {
 		t.Run(tc.t.String(), func(t *testing.T) {
@@ -117,8 +131,9 @@ func equal(a, b []uint32) bool {
 }
 
 // wantSigs is the core signature of every served function, by hand from
-// the WIT (flatten_functype 'lower'). Both versions have the same core
-// types; 1.0.0 serves the first 11.
+// the WIT (flatten_functype 'lower'). A function has the same core type
+// in every version that has it; 1.0.0 serves the first 11, 1.1.0 the
+// first 25, 1.2.0 all.
 var wantSigs = []struct{ name, params, results string }{
 	{"[method]process-handle.read-logs", "i32 i32", ""},
 	{"[method]process-handle.write-stdin", "i32 i32 i32 i32", ""},
@@ -146,6 +161,13 @@ var wantSigs = []struct{ name, params, results string }{
 	{"stop", "i32 i32 i32 i64 i32", ""},
 	{"release", "i32*3", ""},
 	{"poll-events", "i64 i32 i64 i32", ""},
+	// 1.2.0 only.
+	{"send-keys", "i32*5", ""},
+	{"paste", "i32*5", ""},
+	{"submit", "i32*5", ""},
+	{"resize", "i32*5", ""},
+	{"snapshot", "i32*4", ""},
+	{"wait-for", "i32 i32 i32 i64 i32*5 i64 i32", ""}, // id, wait-condition (disc, i64 join, 5 i32), timeout, retptr
 }
 
 // TestHostFuncSignatures: every HostFunc's core signature is the
@@ -163,8 +185,11 @@ func TestHostFuncSignatures(t *testing.T) {
 	want := 0
 	for _, m := range Served() {
 		n := len(wantSigs)
-		if m == Module10 {
+		switch m {
+		case Module10:
 			n = 11
+		case Module11:
+			n = 25
 		}
 		for _, w := range wantSigs[:n] {
 			want++

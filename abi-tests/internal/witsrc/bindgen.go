@@ -13,7 +13,7 @@ const ModulePath = "github.com/capsule-host/capsule-host/abi-tests"
 
 // Binding is one world generated with wit-bindgen-go.
 type Binding struct {
-	World string // WIT world name in capsule:guest@1.0.0
+	World string // WIT world name (capsule:guest@1.0.0's, or process@1.2.0's capsule-terminal)
 	Dir   string // output directory, relative to the abi-tests module root
 }
 
@@ -24,6 +24,7 @@ type Binding struct {
 var Bindings = []Binding{
 	{World: "capsule", Dir: "testdata/bindings/full"},
 	{World: "capsule-ephemeral", Dir: "testdata/bindings/ephemeral"},
+	{World: "capsule-terminal", Dir: "testdata/bindings/terminal"},
 }
 
 // Generate runs the pinned wit-bindgen-go (a tool dependency of the

@@ -37,6 +37,10 @@ type route struct {
 
 // routes is the API.
 func (s *Server) routes() []route {
+	return append(s.baseRoutes(), s.terminalRoutes()...) // terminal.go
+}
+
+func (s *Server) baseRoutes() []route {
 	return []route{
 		{pattern: "GET /v1/health", handler: s.health, summary: "Health and readiness (loading with progress while capsules compile at start)", resp: api.Health{}},
 		{pattern: "GET " + OpenAPIPath, handler: s.openapi, summary: "This OpenAPI 3.1 document"},

@@ -332,7 +332,15 @@ func classifyCall(err error) (int, string) {
 
 // visible returns the process if this caller may see it. On TCP, a
 // process of another principal is exactly as absent as an unknown ID.
+//
+// id may be a unique prefix of at least 8 characters (the operator
+// view's convenience, never a guest's): the returned Info's ID is the
+// full one, which the caller must use from then on.
 func (s *Server) visible(r *http.Request, id string) (registry.Info, error) {
+	id, err := s.fullID(r, id)
+	if err != nil {
+		return registry.Info{}, err
+	}
 	info, err := s.rt.Registry.OperatorStatus(id)
 	if err != nil {
 		return registry.Info{}, err
@@ -395,10 +403,12 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("cursor"); v != "" {
 		cursor = &v
 	}
-	if _, err := s.visible(r, id); err != nil {
+	info, err := s.visible(r, id)
+	if err != nil {
 		writeRegErr(w, err)
 		return
 	}
+	id = info.ID
 	read := func() (api.LogChunk, error) {
 		ch, err := s.rt.Registry.OperatorReadSince(id, stream, cursor, uint32(max))
 		if err != nil {
@@ -488,6 +498,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		writeRegErr(w, err)
 		return
 	}
+	id = info.ID
 	lg := s.log.With("capsule", info.Capsule, "principal", info.Principal, "proc", s.rt.Registry.LogID(id))
 	lg.Info("stopping process", "by", s.by(r), "grace", graceText(grace))
 	// Once asked, a stop runs to its end even if the client goes away: a
@@ -528,7 +539,7 @@ func regCode(err error) (string, int) {
 	case errors.Is(err, context.Canceled):
 		return api.CodeCancelled, http.StatusServiceUnavailable
 	}
-	return api.CodeInternal, http.StatusInternalServerError
+	return regCodeTerminal(err) // terminal.go: the classes the terminal endpoints add
 }
 
 func writeRegErr(w http.ResponseWriter, err error) {
@@ -582,6 +593,7 @@ func processView(in registry.Info) api.Process {
 		ms := in.CPU.Milliseconds()
 		p.CPUMS = &ms
 	}
+	terminalView(in, &p) // terminal.go
 	return p
 }
 

@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/capsule-host/capsule-host/host"
+)
+
+// shellScreen is the terminal tools' answer (the fields the tests read).
+type shellScreen struct {
+	ID              string `json:"id"`
+	Running         bool   `json:"running"`
+	Screen          string `json:"screen"`
+	Rows            uint16 `json:"rows"`
+	Cols            uint16 `json:"cols"`
+	AltScreen       bool   `json:"alt_screen"`
+	WaitingForInput *bool  `json:"waiting_for_input"`
+	Cursor          string `json:"cursor"`
+}
+
+// TestShellTerminalTools drives the shell capsule's terminal tools as an
+// agent would, in the bwrap sandbox: python3's REPL on a terminal, typed
+// input, a prompt waited for, keys, resize, and wait_for on a pipe
+// process too.
+func TestShellTerminalTools(t *testing.T) {
+	e := newEnv(t, "shell")
+	c, _ := e.h.Capsule("shell")
+	if !slices.ContainsFunc(c.Tools(), func(tl host.ToolSpec) bool { return tl.Name == "start_terminal" }) {
+		t.Skip("SKIPPED LOUDLY: capsules/shell/shell.wasm predates the terminal tools (capsules/shell/terminal.go): run capsules/build.sh shell")
+	}
+	var s shellScreen
+	e.call("alice", "shell", "start_terminal", map[string]any{"command": "exec python3 -q", "rows": 20, "cols": 70, "settle_ms": 500}, &s)
+	t.Cleanup(func() { e.call("alice", "shell", "kill_process", map[string]any{"id": s.ID, "grace_ms": 500}, nil) })
+	id := s.ID
+	var w map[string]any
+	e.call("alice", "shell", "wait_for", map[string]any{"id": id, "input": true, "timeout_ms": 15000}, &w)
+	if w["fired"] != "input-wait" || !strings.Contains(w["screen"].(string), ">>>") {
+		t.Fatalf("python3 prompt: %v", w)
+	}
+	e.call("alice", "shell", "terminal_type", map[string]any{"id": id, "text": "print(6*7)", "submit": true}, &s)
+	e.call("alice", "shell", "wait_for", map[string]any{"id": id, "regex": `42\r?\n>>> `, "cursor": w["cursor"], "timeout_ms": 15000}, &w)
+	if w["fired"] != "output-matched" || !strings.Contains(w["screen"].(string), "42") {
+		t.Errorf("after print(6*7): %v", w)
+	}
+	e.call("alice", "shell", "terminal_resize", map[string]any{"id": id, "rows": 30, "cols": 90}, &s)
+	e.call("alice", "shell", "terminal_type", map[string]any{"id": id, "text": "import shutil; print(shutil.get_terminal_size())", "submit": true, "settle_ms": 500}, &s)
+	if s.Rows != 30 || s.Cols != 90 || !strings.Contains(s.Screen, "columns=90, lines=30") {
+		t.Errorf("after resize: %dx%d\n%s", s.Rows, s.Cols, s.Screen)
+	}
+	e.call("alice", "shell", "terminal_send_keys", map[string]any{"id": id, "keys": []map[string]string{{"key": "Up"}}}, &s)
+	if !strings.HasSuffix(strings.TrimRight(s.Screen, " \n"), ">>> import shutil; print(shutil.get_terminal_size())") {
+		t.Errorf("Up did not recall the last line:\n%s", s.Screen)
+	}
+	e.toolErr("alice", "shell", "terminal_send_keys", map[string]any{"id": id, "keys": []map[string]string{{"key": "Entr"}}}, "Entr")
+	e.toolErr("alice", "shell", "wait_for", map[string]any{"id": id, "input": true, "exit": true}, "exactly one")
+	e.call("alice", "shell", "terminal_send_keys", map[string]any{"id": id, "keys": []map[string]string{{"key": "C-u"}, {"key": "C-d"}}}, &s)
+	e.call("alice", "shell", "wait_for", map[string]any{"id": id, "exit": true, "timeout_ms": 15000}, &w)
+	if w["fired"] != "exited" {
+		t.Errorf("C-d: %v", w)
+	}
+
+	// wait_for serves pipe processes: a regex from a read_process_logs cursor.
+	var sp struct {
+		ID string `json:"id"`
+	}
+	e.call("alice", "shell", "spawn_background_process", map[string]any{"command": "sleep 0.2; echo ready-7; sleep 30"}, &sp)
+	t.Cleanup(func() { e.call("alice", "shell", "kill_process", map[string]any{"id": sp.ID, "grace_ms": 500}, nil) })
+	var lo struct {
+		Cursor string `json:"cursor"`
+	}
+	e.call("alice", "shell", "read_process_logs", map[string]any{"id": sp.ID}, &lo)
+	w = nil // Unmarshal into a map merges: start afresh
+	e.call("alice", "shell", "wait_for", map[string]any{"id": sp.ID, "regex": `ready-\d`, "cursor": lo.Cursor, "timeout_ms": 15000}, &w)
+	if w["fired"] != "output-matched" || w["screen"] != nil {
+		t.Errorf("wait_for on a pipe process: %v", w)
+	}
+	e.toolErr("alice", "shell", "terminal_screen", map[string]any{"id": sp.ID}, "no terminal")
+}

@@ -1,0 +1,302 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	api "github.com/capsule-host/capsule-host/client"
+	"github.com/capsule-host/capsule-host/registry"
+	"github.com/capsule-host/capsule-host/sandbox/terminal"
+)
+
+// The operator's terminal and process-control endpoints (issue 15): what
+// capsule-host attach, send, screen, wait, signal and rm use. Like the
+// other process endpoints they act on any principal's process over the
+// socket, and only on the token's principal's over TCP.
+
+// minIDPrefix is the shortest ID prefix the operator view accepts: 8
+// base32 characters are 40 bits, so a collision among a host's
+// processes is a real ambiguity to report, not a guess.
+const minIDPrefix = 8
+
+// terminalRoutes are the routes of this file (routes() adds them).
+func (s *Server) terminalRoutes() []route {
+	return []route{
+		{pattern: "POST /v1/processes/{id}/input", handler: s.input, summary: "Type into a process: named keys, a paste, or raw bytes (attach)", req: api.InputRequest{}, resp: api.InputResponse{}},
+		{pattern: "GET /v1/processes/{id}/screen", handler: s.screen, summary: "A terminal's rendered screen", query: []string{"scrollback"}, resp: api.Screen{}},
+		{pattern: "POST /v1/processes/{id}/resize", handler: s.resize, summary: "Resize a terminal (the program gets SIGWINCH)", req: api.ResizeRequest{}},
+		{pattern: "POST /v1/processes/{id}/wait-for", handler: s.waitFor, summary: "Wait for output matching a regex, quiet, input-wait or exit (bounded)", req: api.WaitForRequest{}, resp: api.WaitForResponse{}},
+		{pattern: "POST /v1/processes/{id}/signal", handler: s.signal, summary: "Send a signal to a process's tree", req: api.SignalRequest{}},
+		{pattern: "DELETE /v1/processes/{id}", handler: s.release, summary: "Release (forget) an exited process"},
+	}
+}
+
+// fullID resolves an ID prefix of at least minIDPrefix characters to the
+// one visible process it starts; a full-length ID is taken as is.
+func (s *Server) fullID(r *http.Request, id string) (string, error) {
+	const idLen = 52
+	if len(id) >= idLen {
+		return id, nil
+	}
+	if len(id) < minIDPrefix {
+		return "", fmt.Errorf("%w: process ID %q: give the full ID or a prefix of at least %d characters", registry.ErrInvalidInput, id, minIDPrefix)
+	}
+	f := registry.OperatorFilter{}
+	if wh := whoFrom(r); wh.tcp {
+		f.Principal = wh.principal
+	}
+	var match []string
+	for _, in := range s.rt.Registry.OperatorList(f) {
+		if strings.HasPrefix(in.ID, id) {
+			match = append(match, in.ID)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return "", registry.ErrNoSuchProcess
+	case 1:
+		return match[0], nil
+	}
+	return "", fmt.Errorf("%w: process ID prefix %q matches %d processes: give more characters", registry.ErrInvalidInput, id, len(match))
+}
+
+// regCodeTerminal maps the registry classes the terminal endpoints add.
+func regCodeTerminal(err error) (string, int) {
+	switch {
+	case errors.Is(err, registry.ErrWaitTimeout):
+		return api.CodeWaitTimeout, http.StatusRequestTimeout
+	case errors.Is(err, registry.ErrClosed):
+		return api.CodeClosed, http.StatusConflict
+	case errors.Is(err, registry.ErrTooLarge):
+		return api.CodeTooLarge, http.StatusRequestEntityTooLarge
+	}
+	return api.CodeInternal, http.StatusInternalServerError
+}
+
+// target resolves the request's {id} to a visible process's full ID,
+// answering the error itself (ok false).
+func (s *Server) target(w http.ResponseWriter, r *http.Request) (string, bool) {
+	info, err := s.visible(r, r.PathValue("id"))
+	if err != nil {
+		writeRegErr(w, err)
+		return "", false
+	}
+	return info.ID, true
+}
+
+func (s *Server) input(w http.ResponseWriter, r *http.Request) {
+	var req api.InputRequest
+	if !decodeBody(w, r, maxBody, "input body", &req) {
+		return
+	}
+	n := 0
+	for _, set := range []bool{len(req.Keys) > 0, req.Paste != nil, len(req.Data) > 0} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "input body: give exactly one of keys, paste and data")
+		return
+	}
+	id, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	reg, ctx := s.rt.Registry, r.Context()
+	var written int
+	var err error
+	switch {
+	case len(req.Keys) > 0:
+		keys := make([]terminal.Key, len(req.Keys))
+		for i, k := range req.Keys {
+			keys[i] = terminal.Key{Name: k.Name, Text: k.Text}
+		}
+		written, err = reg.OperatorSendKeys(ctx, id, keys)
+	case req.Paste != nil:
+		written, err = reg.OperatorPaste(ctx, id, []byte(*req.Paste), req.Submit)
+	default:
+		written, err = reg.OperatorWriteStdin(ctx, id, req.Data)
+	}
+	if err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.InputResponse{Written: written})
+}
+
+func (s *Server) screen(w http.ResponseWriter, r *http.Request) {
+	sb := 0
+	if v := r.URL.Query().Get("scrollback"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, fmt.Sprintf("scrollback %q: want a line count >= 0", v))
+			return
+		}
+		sb = min(n, 1000)
+	}
+	id, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	sc, err := s.rt.Registry.OperatorSnapshot(r.Context(), id, uint32(sb))
+	if err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.Screen{
+		Rows: sc.Rows, Cols: sc.Cols, Lines: sc.Lines, CursorRow: sc.Cursor.Row, CursorCol: sc.Cursor.Col,
+		CursorVisible: sc.Cursor.Visible, AltScreen: sc.AltScreen, Title: sc.Title,
+		AppCursorKeys: sc.Modes.AppCursor, AppKeypad: sc.Modes.AppKeypad, BracketedPaste: sc.Modes.BracketedPaste,
+		Scrollback: sc.Scrollback, SkippedBytes: sc.Skipped, BehindBytes: sc.Behind, Cursor: sc.LogCursor,
+	})
+}
+
+func (s *Server) resize(w http.ResponseWriter, r *http.Request) {
+	var req api.ResizeRequest
+	if !decodeBody(w, r, 4096, "resize body", &req) {
+		return
+	}
+	id, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	if err := s.rt.Registry.OperatorResize(id, req.Rows, req.Cols); err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// waitCondition is the registry condition of a request, or a message
+// naming what is wrong with it.
+func waitCondition(req api.WaitForRequest) (registry.WaitCondition, string) {
+	n := 0
+	for _, set := range []bool{req.Regex != nil, req.QuietMS != nil, req.Input, req.Exit} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return registry.WaitCondition{}, "wait-for body: give exactly one of regex, quiet_ms, input and exit"
+	}
+	switch {
+	case req.Regex != nil:
+		c := registry.WaitCondition{Kind: registry.WaitOutput, Regex: *req.Regex}
+		switch req.Stream {
+		case "", "stdout":
+		case "stderr":
+			c.Stream = registry.Stderr
+		default:
+			return c, fmt.Sprintf("wait-for body: stream %q: want stdout or stderr", req.Stream)
+		}
+		if req.Cursor != "" {
+			c.Cursor = &req.Cursor
+		}
+		return c, ""
+	case req.QuietMS != nil:
+		if *req.QuietMS <= 0 {
+			return registry.WaitCondition{}, "wait-for body: quiet_ms must be at least 1"
+		}
+		return registry.WaitCondition{Kind: registry.WaitQuiet, Quiet: time.Duration(*req.QuietMS) * time.Millisecond}, ""
+	case req.Input:
+		return registry.WaitCondition{Kind: registry.WaitInput}, ""
+	}
+	return registry.WaitCondition{Kind: registry.WaitExit}, ""
+}
+
+var firedNames = map[registry.WaitKind]string{
+	registry.WaitOutput: "output-matched", registry.WaitQuiet: "quiet", registry.WaitInput: "input-wait", registry.WaitExit: "exited",
+}
+
+func (s *Server) waitFor(w http.ResponseWriter, r *http.Request) {
+	var req api.WaitForRequest
+	if !decodeBody(w, r, 16<<10, "wait-for body", &req) {
+		return
+	}
+	cond, bad := waitCondition(req)
+	if bad == "" && req.TimeoutMS < 0 {
+		bad = "wait-for body: timeout_ms must be >= 0"
+	}
+	if bad != "" {
+		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, bad)
+		return
+	}
+	id, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.rt.Registry.OperatorWaitFor(r.Context(), id, cond, time.Duration(req.TimeoutMS)*time.Millisecond)
+	if err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.WaitForResponse{Fired: firedNames[res.Fired], Cursor: res.Cursor})
+}
+
+var signalNames = map[string]registry.Signal{
+	"term": registry.SigTerm, "hup": registry.SigHup, "int": registry.SigInt, "usr1": registry.SigUsr1,
+	"usr2": registry.SigUsr2, "stop": registry.SigStop, "cont": registry.SigCont, "kill": registry.SigKill,
+}
+
+// parseSignal accepts term, TERM, SIGTERM and sigterm alike.
+func parseSignal(name string) (registry.Signal, bool) {
+	sig, ok := signalNames[strings.TrimPrefix(strings.ToLower(name), "sig")]
+	return sig, ok
+}
+
+func (s *Server) signal(w http.ResponseWriter, r *http.Request) {
+	var req api.SignalRequest
+	if !decodeBody(w, r, 4096, "signal body", &req) {
+		return
+	}
+	sig, ok := parseSignal(req.Signal)
+	if !ok {
+		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, fmt.Sprintf("signal %q: want one of term, hup, int, usr1, usr2, stop, cont, kill", req.Signal))
+		return
+	}
+	id, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	if err := s.rt.Registry.OperatorSignal(context.WithoutCancel(r.Context()), id, sig); err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	id, ok := s.target(w, r)
+	if !ok {
+		return
+	}
+	if err := s.rt.Registry.OperatorRelease(id); err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	s.log.Info("process released", "by", s.by(r), "proc", s.rt.Registry.LogID(id))
+	writeJSON(w, http.StatusOK, struct{}{})
+}
+
+// terminalView fills the operator view's fields of issue 15: the argv,
+// the terminal, waiting-for-input and the reap deadline.
+func terminalView(in registry.Info, p *api.Process) {
+	p.Args = in.Args
+	if t := in.Terminal; t != nil {
+		p.Terminal = &api.TerminalSize{Rows: t.Rows, Cols: t.Cols, Term: t.Term}
+	}
+	p.WaitingForInput = in.WaitingForInput
+	if in.ReapIn != nil {
+		ms := in.ReapIn.Milliseconds()
+		p.ReapInMS = &ms
+	}
+	if in.ReapRule != nil {
+		p.ReapRule = in.ReapRule.String()
+	}
+}

@@ -9,7 +9,7 @@ import "github.com/capsule-host/capsule-host/host/internal/cabi"
 // Every module Served() lists has an entry (TestSignaturesCoverServed).
 func Signatures() map[string][]*cabi.Func {
 	out := map[string][]*cabi.Func{}
-	for _, v := range []*version{ver10, ver11} {
+	for _, v := range []*version{ver10, ver11, ver12} {
 		for _, d := range v.funcs {
 			out[v.module] = append(out[v.module], d.f)
 		}

@@ -174,6 +174,10 @@ type Host struct {
 	loadMu   sync.Mutex // serialises Load/Remove/Close
 	mu       sync.RWMutex
 	capsules map[string]*Capsule
+	// retired are pools closed by a reload or Remove that may still be
+	// draining (a busy call, a warmer mid-instantiation): Close waits for
+	// them too before it closes the engine under them.
+	retired []*pool
 	closed   bool
 }
 
@@ -386,7 +390,7 @@ func (h *Host) Load(ctx context.Context, dir string) (*Capsule, error) {
 	h.capsules[m.Name] = c
 	h.mu.Unlock()
 	if old != nil {
-		old.pool.close() // busy instances finish their call, then close
+		h.retire(old.pool) // busy instances finish their call, then close
 		h.log.Info("capsule reloaded", "capsule", m.Name, "version", m.Version, "previous", old.Manifest.Version, "tools", len(tools))
 	} else {
 		h.log.Info("capsule loaded", "capsule", m.Name, "version", m.Version, "tools", len(tools))
@@ -500,7 +504,7 @@ func (h *Host) Remove(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownCapsule, name)
 	}
-	c.pool.close()
+	h.retire(c.pool)
 	if err := h.reg.RemoveCapsule(ctx, name); err != nil {
 		return fmt.Errorf("capsule %q: registry: %w", name, err)
 	}
@@ -548,11 +552,36 @@ func (h *Host) Close(ctx context.Context) error {
 	cs := h.capsules
 	h.capsules = map[string]*Capsule{}
 	h.mu.Unlock()
+	h.mu.Lock()
+	retired := h.retired
+	h.retired = nil
+	h.mu.Unlock()
 	for _, c := range cs {
 		c.pool.close()
 	}
 	for _, c := range cs {
 		c.pool.wait(ctx)
 	}
+	for _, p := range retired {
+		p.wait(ctx)
+	}
 	return h.eng.Close(ctx)
+}
+
+// retire closes a pool that leaves the host (reload, Remove) and keeps
+// it until it has drained, so that Close waits for it; drained ones are
+// dropped here, so the list stays as long as what is still draining.
+func (h *Host) retire(p *pool) {
+	p.close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	live := h.retired[:0]
+	for _, r := range h.retired {
+		select {
+		case <-r.drained:
+		default:
+			live = append(live, r)
+		}
+	}
+	h.retired = append(live, p)
 }

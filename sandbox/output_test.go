@@ -456,3 +456,50 @@ func TestStdinWriteBehindUnreadPrelude(t *testing.T) {
 		t.Fatal("a write that sent nothing closed stdin")
 	}
 }
+
+// The capture rate, step by step on a synthetic clock: a full bucket
+// allows the burst, a spent one names the wait, time refills it, and a
+// lifted log (the drain's final sweep) is never held.
+func TestOutputRateAllowance(t *testing.T) {
+	l, err := NewOutputLog(OutputLogConfig{RingBytes: 1 << 20, Overflow: DropOldest, Rate: OutputRate{BytesPerSec: 1 << 20, Burst: 64 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if n, retry, _ := l.Allowance(now); n != 64<<10 || retry != 0 {
+		t.Fatalf("full bucket: %d, retry %v; want the burst", n, retry)
+	}
+	l.Write(make([]byte, 64<<10))
+	n, retry, space := l.Allowance(time.Now())
+	if n != 0 || retry <= 0 || space != nil {
+		t.Fatalf("spent bucket: %d, retry %v, space %v; want a wait", n, retry, space)
+	}
+	if retry > 100*time.Millisecond {
+		t.Errorf("retry %v: 16 KiB at 1 MiB/s is ~16 ms", retry)
+	}
+	if n, _, _ := l.Allowance(time.Now().Add(time.Second)); n != 64<<10 {
+		t.Errorf("a second later: %d, want the burst back", n)
+	}
+	if d, times := l.Throttled(); times != 1 || d <= 0 {
+		t.Errorf("throttled %v, %d times: want once", d, times)
+	}
+	l.Write(make([]byte, 1<<20)) // a debt: a final sweep is charged
+	l.LiftBackpressure()
+	if n, retry, _ := l.Allowance(time.Now()); n == 0 || retry != 0 {
+		t.Errorf("lifted: %d, retry %v; want no hold", n, retry)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if n := l.WaitSpace(stop); n == 0 {
+		t.Error("lifted WaitSpace returned 0")
+	}
+}
+
+// A rate is refused when negative, or a burst without one.
+func TestOutputRateInvalid(t *testing.T) {
+	for _, r := range []OutputRate{{BytesPerSec: -1}, {BytesPerSec: 1, Burst: -1}, {Burst: 10}} {
+		if _, err := NewOutputLog(OutputLogConfig{RingBytes: 1, Overflow: DropOldest, Rate: r}); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("%+v: %v, want ErrInvalidSpec", r, err)
+		}
+	}
+}

@@ -95,6 +95,9 @@ type Limits struct {
 	MaxCPU         time.Duration // from max_cpu_ms
 	MaxPids        int
 	MaxOpenFiles   int
+	// MaxOutputRate is max_output_bytes_per_sec: each output stream's
+	// capture rate (it can only lower the host's; above, it is clamped).
+	MaxOutputRate int64
 }
 
 // Pool is the [pool] table with defaults applied.
@@ -494,13 +497,14 @@ func (p *parser) execList(m *Manifest) func(string, any) error {
 func (p *parser) limitsSchema(m *Manifest) map[string]field {
 	const big = 1 << 40
 	return map[string]field{
-		"max_concurrent":   {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxConcurrent = int(n) })},
-		"max_retained":     {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxRetained = int(n) })},
-		"max_entries":      {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxEntries = int(n) })},
-		"max_memory_bytes": {false, p.integer(1, 1<<62, func(n int64) { m.Limits.MaxMemoryBytes = n })},
-		"max_cpu_ms":       {false, p.integer(1, big, func(n int64) { m.Limits.MaxCPU = time.Duration(n) * time.Millisecond })},
-		"max_pids":         {false, p.integer(1, 1<<22, func(n int64) { m.Limits.MaxPids = int(n) })},
-		"max_open_files":   {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxOpenFiles = int(n) })},
+		"max_concurrent":           {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxConcurrent = int(n) })},
+		"max_retained":             {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxRetained = int(n) })},
+		"max_entries":              {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxEntries = int(n) })},
+		"max_memory_bytes":         {false, p.integer(1, 1<<62, func(n int64) { m.Limits.MaxMemoryBytes = n })},
+		"max_cpu_ms":               {false, p.integer(1, big, func(n int64) { m.Limits.MaxCPU = time.Duration(n) * time.Millisecond })},
+		"max_pids":                 {false, p.integer(1, 1<<22, func(n int64) { m.Limits.MaxPids = int(n) })},
+		"max_open_files":           {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxOpenFiles = int(n) })},
+		"max_output_bytes_per_sec": {false, p.integer(1, 1<<40, func(n int64) { m.Limits.MaxOutputRate = n })},
 	}
 }
 

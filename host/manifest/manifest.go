@@ -108,6 +108,10 @@ type Pool struct {
 	// MemoryBytes caps each instance's linear memory (0: the host's
 	// ceiling, which it may only lower; a multiple of 64 KiB).
 	MemoryBytes int64
+	// MaxPerPrincipal bounds the instances one principal holds or waits
+	// for at once (0: half of Max, rounded up), so one principal's flood
+	// cannot starve another's calls (host/fair.go).
+	MaxPerPrincipal int
 }
 
 // Pool defaults: one warm instance, growth to 8, idle instances beyond
@@ -369,6 +373,9 @@ func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 			return p.errf("pool.min_idle", "%d exceeds pool.max %d", m.Pool.MinIdle, m.Pool.Max)
 		}
 	}
+	if m.Pool.MaxPerPrincipal > m.Pool.Max {
+		return p.errf("pool.max_per_principal", "%d exceeds pool.max %d", m.Pool.MaxPerPrincipal, m.Pool.Max)
+	}
 	if m.Capabilities.Profile != "" && m.Capabilities.Backend != "oci" {
 		return p.errf("capabilities.profile", "a launch profile needs backend = \"oci\" (backend is %q)", m.Capabilities.Backend)
 	}
@@ -508,11 +515,13 @@ func (p *parser) limitsSchema(m *Manifest) map[string]field {
 	}
 }
 
-// poolSchema is [pool]: min_idle, max, idle_ttl and memory_bytes;
+// poolSchema is [pool]: min_idle, max, max_per_principal, idle_ttl and
+// memory_bytes;
 // *maxSet records whether pool.max was given.
 func (p *parser) poolSchema(m *Manifest, maxSet *bool) map[string]field {
 	return map[string]field{
-		"min_idle": {false, p.integer(0, MaxPoolSize, func(n int64) { m.Pool.MinIdle = int(n) })},
+		"min_idle":          {false, p.integer(0, MaxPoolSize, func(n int64) { m.Pool.MinIdle = int(n) })},
+		"max_per_principal": {false, p.integer(1, MaxPoolSize, func(n int64) { m.Pool.MaxPerPrincipal = int(n) })},
 		"max": {false, p.integer(1, MaxPoolSize, func(n int64) {
 			m.Pool.Max = int(n)
 			*maxSet = true

@@ -503,3 +503,45 @@ func TestOutputRateInvalid(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOpenOutputLog is the spill file's header parser (a later host
+// trusts the file alone): any file is refused with ErrSpill or gives a
+// closed log whose reads stay inside the file and end at EOF.
+func FuzzOpenOutputLog(f *testing.F) {
+	l := newLog(&testing.T{}, 64, 256, DropOldest)
+	l.Write(stream(0, 300))
+	l.CloseWrite()
+	if good, err := os.ReadFile(l.SpillPath()); err == nil {
+		f.Add(good)
+	}
+	f.Add([]byte("CAPSLOG\x00"))
+	f.Add(make([]byte, spillHeaderSize))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "x.log")
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ol, err := OpenOutputLog(p)
+		if err != nil {
+			if len(data) >= spillHeaderSize && !errors.Is(err, ErrSpill) {
+				t.Fatalf("a full-size header refused without ErrSpill: %v", err)
+			}
+			return
+		}
+		defer ol.Remove()
+		var off int64
+		for i := 0; i < 64; i++ {
+			c, err := ol.ReadFrom(off, 4096)
+			if err != nil {
+				t.Fatalf("ReadFrom(%d): %v", off, err)
+			}
+			if c.Next < off || c.Next > ol.End() || int64(len(c.Data)) > 4096 {
+				t.Fatalf("chunk %+v from %d, end %d", c, off, ol.End())
+			}
+			if c.EOF {
+				return
+			}
+			off = c.Next
+		}
+	})
+}

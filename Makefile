@@ -17,7 +17,7 @@ APT_COMMANDS := runc bwrap busybox wat2wasm gcc etcd tmux python3
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/... ./capsules/internal/e2e/...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test deps go-deps npm-deps mcp-client vet hygiene funclen unit abi-tests wasmtime-leg purego capsules verify-capsules bench e2e clean
+.PHONY: all build demo test deps go-deps npm-deps mcp-client vet hygiene funclen unit abi-tests wasmtime-leg purego capsules verify-capsules bench fuzz e2e clean
 
 all: build
 
@@ -108,6 +108,24 @@ wasmtime-leg:
 
 test: hygiene funclen deps go-deps npm-deps build purego verify-capsules vet unit abi-tests wasmtime-leg
 	@echo ">> all checks passed"
+
+# fuzz runs every fuzz target of the module (each `func FuzzX` in a
+# _test.go file, found by grep, so a new target joins without an edit
+# here) for FUZZTIME each, one after another: go test -fuzz takes one
+# target per run. It stops at the first failure, whose input go test
+# saves under the package's testdata/fuzz/ (commit it: it then runs as a
+# regression case in every `go test`). FUZZTIME=10m for a long campaign.
+FUZZTIME ?= 10s
+
+fuzz:
+	@set -eo pipefail; n=0; \
+	for hit in $$(grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]*\(' . | grep -v '^./abi-tests/' | sort); do \
+	  dir=$$(dirname $$hit); \
+	  for f in $$(grep -oE '^func Fuzz[A-Za-z0-9_]*' $$hit | cut -d' ' -f2); do \
+	    echo ">> fuzz $$dir $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$dir; n=$$((n+1)); \
+	  done; \
+	done; echo ">> $$n fuzz targets passed"
 
 # bench runs the benchmarks and writes docs/bench.md from their output
 # (internal/benchdoc: header with date, go version, CPU, load average

@@ -178,7 +178,7 @@ type Host struct {
 	// draining (a busy call, a warmer mid-instantiation): Close waits for
 	// them too before it closes the engine under them.
 	retired []*pool
-	closed   bool
+	closed  bool
 }
 
 // New creates a Host and its engine.

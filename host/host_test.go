@@ -278,7 +278,7 @@ func TestFIFORotation(t *testing.T) {
 // Callers beyond max wait for a free instance, until their deadline.
 func TestPoolMaxWaitAndGrowth(t *testing.T) {
 	e := newHost(t, func(c *host.Config) { c.CallTimeout = 700 * time.Millisecond })
-	c := load(t, e, "tools", "[pool]\nmin_idle = 0\nmax = 2\n")
+	c := load(t, e, "tools", "[pool]\nmin_idle = 0\nmax = 2\nmax_per_principal = 2\n")
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
 		wg.Add(1)

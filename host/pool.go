@@ -30,6 +30,7 @@ type pool struct {
 	h      *Host
 	c      *Capsule
 	tokens chan struct{}
+	share  *shareGate // per-principal bound in front of tokens (fair.go)
 
 	mu         sync.Mutex
 	idle       []*instance // FIFO: put appends, acquire takes the front
@@ -54,6 +55,7 @@ type instance struct {
 	idleSince time.Time
 	stdout    *lineLog
 	stderr    *lineLog
+	principal string // whose share unit the current call holds (acquire)
 }
 
 func newPool(h *Host, c *Capsule) *pool {
@@ -61,6 +63,7 @@ func newPool(h *Host, c *Capsule) *pool {
 		h:       h,
 		c:       c,
 		tokens:  make(chan struct{}, c.Manifest.Pool.Max),
+		share:   newShareGate(c.Manifest.Pool.Max, c.Manifest.Pool.MaxPerPrincipal),
 		drained: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
@@ -123,9 +126,25 @@ func (p *pool) newInstance(ctx context.Context) (*instance, error) {
 // (see Config.InstantiateTimeout).
 const minInstantiateTimeout = 10 * time.Second
 
-// acquire returns an idle instance or creates one, waiting for a slot
-// until ctx ends. The caller must put it back.
+// acquire returns an idle instance or creates one, waiting for a unit of
+// the principal's share (ctx's, see shareGate) and then a slot until ctx
+// ends. The caller must put it back.
 func (p *pool) acquire(ctx context.Context) (*instance, error) {
+	key := shareKey(ctx)
+	if err := p.share.enter(ctx, key, p.stop); err != nil {
+		return nil, err
+	}
+	in, err := p.acquireSlot(ctx)
+	if err != nil {
+		p.share.leave(key)
+		return nil, err
+	}
+	in.principal = key
+	return in, nil
+}
+
+// acquireSlot is acquire's slot and instance, once the share is held.
+func (p *pool) acquireSlot(ctx context.Context) (*instance, error) {
 	select {
 	case p.tokens <- struct{}{}:
 	case <-ctx.Done():
@@ -181,11 +200,13 @@ var errPoolClosed = fmt.Errorf("%w: capsule was removed or reloaded", ErrUnknown
 // the back of the idle queue, or is closed when discard is set or the
 // pool is closing. Releases the caller's slot.
 func (p *pool) put(ctx context.Context, in *instance, discard bool) {
+	key := in.principal
 	p.release(ctx, in, discard)
 	p.mu.Lock()
 	p.busy--
 	p.mu.Unlock()
 	<-p.tokens
+	p.share.leave(key)
 }
 
 // release resets in and files it as idle or closes it; no slot change.

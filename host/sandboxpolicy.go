@@ -136,6 +136,7 @@ func (h *Host) basePolicy(m *manifest.Manifest) registry.CapsulePolicy {
 	if m.Limits.MaxOpenFiles > 0 {
 		p.Limits.OpenFiles = m.Limits.MaxOpenFiles
 	}
+	p.OutputRate = m.Limits.MaxOutputRate
 	return p
 }
 

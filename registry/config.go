@@ -26,6 +26,7 @@ func DefaultConfig() Config {
 		Defaults: Defaults{
 			LogRingBytes:    1 << 20,
 			SpillBytes:      64 << 20,
+			OutputRate:      sandbox.OutputRate{BytesPerSec: 4 << 20, Burst: 16 << 20},
 			MaxLifetime:     6 * time.Hour,
 			IdleTimeout:     30 * time.Minute,
 			ExitRetention:   5 * time.Minute,
@@ -59,6 +60,7 @@ func (c Config) withDefaults() Config {
 	if x.SpillBytes < 0 { // negative: spill disabled
 		x.SpillBytes = 0
 	}
+	x.OutputRate = outputRate(x.OutputRate, dd.OutputRate)
 	fillDur(&x.MaxLifetime, dd.MaxLifetime)
 	fillDur(&x.IdleTimeout, dd.IdleTimeout)
 	fillDur(&x.ExitRetention, dd.ExitRetention)
@@ -178,4 +180,19 @@ func effectiveLimits(capsule sandbox.Limits, g Limits) (sandbox.Limits, error) {
 		return out, err
 	}
 	return out, nil
+}
+
+// outputRate fills an unset rate or burst from the default; a negative
+// rate means unbounded.
+func outputRate(r, d sandbox.OutputRate) sandbox.OutputRate {
+	if r.BytesPerSec < 0 {
+		return sandbox.OutputRate{}
+	}
+	if r.BytesPerSec == 0 {
+		r.BytesPerSec = d.BytesPerSec
+	}
+	if r.Burst <= 0 {
+		r.Burst = d.Burst
+	}
+	return r
 }

@@ -231,6 +231,9 @@ func (r *Registry) RegisterCapsule(name string, p CapsulePolicy) error {
 	if p.Backend == "" {
 		p.Backend = "local"
 	}
+	if p.OutputRate < 0 {
+		return fmt.Errorf("%w: capsule %q: output rate %d must be >= 0", ErrInvalidInput, name, p.OutputRate)
+	}
 	if p.ExecRoot != "" && !filepath.IsAbs(p.ExecRoot) {
 		return fmt.Errorf("%w: capsule %q: exec root %q must be an absolute path", ErrInvalidInput, name, p.ExecRoot)
 	}

@@ -97,7 +97,7 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, o
 		Cwd:       cwd,
 		Env:       env,
 		Stdin:     stdinSpec(req, openStdin),
-		Output:    r.outputSpec(),
+		Output:    r.outputSpec(pol.OutputRate),
 		Grace:     r.cfg.Defaults.StopGraceCap, // the registry bounds each graceful stop with its own ctx
 		Drain:     r.cfg.Defaults.Drain,
 		Limits:    pol.Limits,
@@ -208,13 +208,19 @@ func stdinSpec(req SpawnRequest, openStdin bool) sandbox.StdinSpec {
 	return sandbox.StdinSpec{Mode: sandbox.StdinClosed}
 }
 
-// outputSpec is the host's default output log of a process.
-func (r *Registry) outputSpec() sandbox.OutputSpec {
+// outputSpec is the host's default output log of a process, with the
+// capsule's capture rate where it is lower than the host's.
+func (r *Registry) outputSpec(capsuleRate int64) sandbox.OutputSpec {
+	rate := r.cfg.Defaults.OutputRate
+	if capsuleRate > 0 && (rate.BytesPerSec == 0 || capsuleRate < rate.BytesPerSec) {
+		rate.BytesPerSec = capsuleRate
+	}
 	return sandbox.OutputSpec{
 		RingBytes:  r.cfg.Defaults.LogRingBytes,
 		SpillBytes: r.cfg.Defaults.SpillBytes,
 		Overflow:   sandbox.DropOldest,
 		SpillDir:   r.cfg.StateDir,
+		Rate:       rate,
 	}
 }
 

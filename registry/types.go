@@ -87,8 +87,14 @@ type Quotas struct {
 
 // Defaults are the host's defaults and ceilings for process options.
 type Defaults struct {
-	LogRingBytes    int           // default 1 MiB, clamped to [4 KiB, 8 MiB]
-	SpillBytes      int64         // default 64 MiB per stream
+	LogRingBytes int   // default 1 MiB, clamped to [4 KiB, 8 MiB]
+	SpillBytes   int64 // default 64 MiB per stream
+	// OutputRate bounds each stream's capture rate: a chatty process is
+	// throttled (its writes block), never truncated, so it cannot take
+	// the pumps' CPU or the spill disk's bandwidth from everyone else.
+	// Default 4 MiB/s with a 16 MiB burst; a negative BytesPerSec turns
+	// it off.
+	OutputRate      sandbox.OutputRate
 	MaxLifetime     time.Duration // default and ceiling 6 h
 	IdleTimeout     time.Duration // default 30 min
 	ExitRetention   time.Duration // default 5 min, ceiling 1 h
@@ -123,6 +129,9 @@ type CapsulePolicy struct {
 	// Limits applied to every process of the capsule (a guest can only
 	// tighten them).
 	Limits sandbox.Limits
+	// OutputRate is the capsule's capture rate per stream in bytes/s
+	// (0: the host's Defaults.OutputRate); it can only lower the host's.
+	OutputRate int64
 	// Env holds extra KEY=VALUE pairs granted by the operator (rarely used).
 	Env []string
 	// ExecRoot, when set, is the host directory the capsule's processes

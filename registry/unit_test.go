@@ -307,3 +307,31 @@ func FuzzDecodeCursor(f *testing.F) {
 		}
 	})
 }
+
+// The capture rate: the default bounds every stream, a negative host rate
+// turns it off, and a capsule's rate only lowers the host's.
+func TestOutputRatePolicy(t *testing.T) {
+	def := DefaultConfig().Defaults.OutputRate
+	if def.BytesPerSec != 4<<20 || def.Burst != 16<<20 {
+		t.Fatalf("default %+v", def)
+	}
+	for _, tc := range []struct {
+		name    string
+		host    sandbox.OutputRate
+		capsule int64
+		want    sandbox.OutputRate
+	}{
+		{"default", sandbox.OutputRate{}, 0, def},
+		{"host rate keeps the default burst", sandbox.OutputRate{BytesPerSec: 1 << 20}, 0, sandbox.OutputRate{BytesPerSec: 1 << 20, Burst: 16 << 20}},
+		{"capsule lowers", sandbox.OutputRate{}, 1 << 10, sandbox.OutputRate{BytesPerSec: 1 << 10, Burst: 16 << 20}},
+		{"capsule cannot raise", sandbox.OutputRate{}, 1 << 30, def},
+		{"host off", sandbox.OutputRate{BytesPerSec: -1}, 0, sandbox.OutputRate{}},
+		{"host off, capsule sets one", sandbox.OutputRate{BytesPerSec: -1}, 1 << 10, sandbox.OutputRate{BytesPerSec: 1 << 10}},
+	} {
+		cfg := Config{Defaults: Defaults{OutputRate: tc.host}}.withDefaults()
+		r := &Registry{cfg: cfg}
+		if got := r.outputSpec(tc.capsule).Rate; got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Chunk is one read of an OutputLog.
@@ -36,6 +37,9 @@ type OutputLogConfig struct {
 	// spawn).
 	Spill     *SpillDir
 	SpillName string
+	// Rate bounds how fast the stream is captured (the zero value:
+	// unbounded). See OutputRate.
+	Rate OutputRate
 }
 
 const ringBlock = 64 << 10
@@ -77,6 +81,8 @@ type OutputLog struct {
 	ack      int64
 	lifted   bool
 	space    chan struct{} // closed when a backpressured writer may continue
+
+	rate rateBucket // the capture rate (OutputRate); zero: unbounded
 }
 
 // NewOutputLog creates a log; with SpillBytes > 0 it creates the spill file.
@@ -90,7 +96,11 @@ func NewOutputLog(cfg OutputLogConfig) (*OutputLog, error) {
 	if cfg.Overflow != DropOldest && cfg.Overflow != Backpressure {
 		return nil, fmt.Errorf("output log: overflow %d: %w", cfg.Overflow, ErrInvalidSpec)
 	}
+	if err := cfg.Rate.validate(); err != nil {
+		return nil, err
+	}
 	l := &OutputLog{ringCap: int64(cfg.RingBytes), overflow: cfg.Overflow, spillCap: cfg.SpillBytes}
+	l.rate = newRateBucket(cfg.Rate, time.Now())
 	nb := (l.ringCap + ringBlock - 1) / ringBlock
 	l.blocks = make([][]byte, nb)
 	if cfg.SpillBytes > 0 {
@@ -144,6 +154,7 @@ func (l *OutputLog) Write(p []byte) (int, error) {
 		q, off = q[n:], off+int64(n)
 	}
 	l.end += int64(len(p))
+	l.rate.take(int64(len(p)), time.Now())
 	if l.end-l.start > l.ringCap {
 		l.start = l.end - l.ringCap
 	}
@@ -303,30 +314,69 @@ func (l *OutputLog) spaceLocked() {
 
 // WaitSpace is called by the pump before it reads the pipe. It returns how
 // many bytes the pump may read now (> 0), blocking only the calling
-// goroutine while a Backpressure log has RingBytes unacknowledged. It
-// returns 0 when stop is closed first. DropOldest logs never block.
+// goroutine while a Backpressure log has RingBytes unacknowledged or the
+// capture rate (OutputRate) is spent: the writer then blocks in write(2),
+// so nothing is lost. It returns 0 when stop is closed first. A
+// DropOldest log without a rate never blocks. WaitSpace is Allowance in a
+// loop, for pumps that own a goroutine per stream.
 func (l *OutputLog) WaitSpace(stop <-chan struct{}) int64 {
 	for {
-		l.mu.Lock()
-		if l.overflow != Backpressure || l.lifted || l.closed {
-			l.mu.Unlock()
-			return l.ringCap
+		n, retry, space := l.Allowance(time.Now())
+		if n > 0 {
+			return n
 		}
-		if room := l.ringCap - (l.end - l.ackPointLocked()); room > 0 {
-			l.mu.Unlock()
-			return room
-		}
-		if l.space == nil {
-			l.space = make(chan struct{})
-		}
-		ch := l.space
-		l.mu.Unlock()
-		select {
-		case <-ch:
-		case <-stop:
+		if !waitAllowance(retry, space, stop) {
 			return 0
 		}
 	}
+}
+
+// waitAllowance waits for retry to pass or space to close; false when
+// stop closed first.
+func waitAllowance(retry time.Duration, space <-chan struct{}, stop <-chan struct{}) bool {
+	var timer <-chan time.Time
+	if retry > 0 {
+		t := time.NewTimer(retry)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-space:
+	case <-timer:
+	case <-stop:
+		return false
+	}
+	return true
+}
+
+// Allowance is WaitSpace without blocking, for an event loop that serves
+// many streams from one goroutine: the pump may read up to n bytes of the
+// pipe now when n > 0. With n == 0 it must not read this stream's pipe
+// (take its descriptor out of the loop's interest) until retry has passed
+// (the capture rate is spent) or space is closed (a Backpressure log is
+// full: a reader acknowledged). After reading it passes the bytes to
+// Write, which charges them to the rate.
+func (l *OutputLog) Allowance(now time.Time) (n int64, retry time.Duration, space <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	free := l.lifted || l.closed
+	room := l.ringCap
+	if !free && l.overflow == Backpressure {
+		if room = l.ringCap - (l.end - l.ackPointLocked()); room <= 0 {
+			if l.space == nil {
+				l.space = make(chan struct{})
+			}
+			return 0, 0, l.space
+		}
+	}
+	if free {
+		return room, 0, nil
+	}
+	tokens, wait := l.rate.allow(now)
+	if wait > 0 {
+		return 0, wait, nil
+	}
+	return min(room, tokens), 0, nil
 }
 
 // LiftBackpressure turns a Backpressure log into DropOldest for the rest
@@ -367,6 +417,15 @@ func (l *OutputLog) Dropped() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lowLocked()
+}
+
+// Throttled is how long the capture rate has held the writer back so
+// far, and how many times: throttling loses nothing (the writer blocks in
+// write(2)), but a reader may want to know why a process is slow.
+func (l *OutputLog) Throttled() (d time.Duration, times int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rate.throttled, l.rate.throttles
 }
 
 // Closed reports whether the writer side has finished (EOF).

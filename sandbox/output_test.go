@@ -508,3 +508,92 @@ func TestStdinWriteBehindUnreadPrelude(t *testing.T) {
 		t.Fatal("a write that sent nothing closed stdin")
 	}
 }
+
+// The capture rate, step by step on a synthetic clock: a full bucket
+// allows the burst, a spent one names the wait, time refills it, and a
+// lifted log (the drain's final sweep) is never held.
+func TestOutputRateAllowance(t *testing.T) {
+	l, err := NewOutputLog(OutputLogConfig{RingBytes: 1 << 20, Overflow: DropOldest, Rate: OutputRate{BytesPerSec: 1 << 20, Burst: 64 << 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if n, retry, _ := l.Allowance(now); n != 64<<10 || retry != 0 {
+		t.Fatalf("full bucket: %d, retry %v; want the burst", n, retry)
+	}
+	l.Write(make([]byte, 64<<10))
+	n, retry, space := l.Allowance(time.Now())
+	if n != 0 || retry <= 0 || space != nil {
+		t.Fatalf("spent bucket: %d, retry %v, space %v; want a wait", n, retry, space)
+	}
+	if retry > 100*time.Millisecond {
+		t.Errorf("retry %v: 16 KiB at 1 MiB/s is ~16 ms", retry)
+	}
+	if n, _, _ := l.Allowance(time.Now().Add(time.Second)); n != 64<<10 {
+		t.Errorf("a second later: %d, want the burst back", n)
+	}
+	if d, times := l.Throttled(); times != 1 || d <= 0 {
+		t.Errorf("throttled %v, %d times: want once", d, times)
+	}
+	l.Write(make([]byte, 1<<20)) // a debt: a final sweep is charged
+	l.LiftBackpressure()
+	if n, retry, _ := l.Allowance(time.Now()); n == 0 || retry != 0 {
+		t.Errorf("lifted: %d, retry %v; want no hold", n, retry)
+	}
+	stop := make(chan struct{})
+	close(stop)
+	if n := l.WaitSpace(stop); n == 0 {
+		t.Error("lifted WaitSpace returned 0")
+	}
+}
+
+// A rate is refused when negative, or a burst without one.
+func TestOutputRateInvalid(t *testing.T) {
+	for _, r := range []OutputRate{{BytesPerSec: -1}, {BytesPerSec: 1, Burst: -1}, {Burst: 10}} {
+		if _, err := NewOutputLog(OutputLogConfig{RingBytes: 1, Overflow: DropOldest, Rate: r}); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("%+v: %v, want ErrInvalidSpec", r, err)
+		}
+	}
+}
+
+// FuzzOpenOutputLog is the spill file's header parser (a later host
+// trusts the file alone): any file is refused with ErrSpill or gives a
+// closed log whose reads stay inside the file and end at EOF.
+func FuzzOpenOutputLog(f *testing.F) {
+	l := newLog(&testing.T{}, 64, 256, DropOldest)
+	l.Write(stream(0, 300))
+	l.CloseWrite()
+	if good, err := os.ReadFile(l.SpillPath()); err == nil {
+		f.Add(good)
+	}
+	f.Add([]byte("CAPSLOG\x00"))
+	f.Add(make([]byte, spillHeaderSize))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(t.TempDir(), "x.log")
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ol, err := OpenOutputLog(p)
+		if err != nil {
+			if len(data) >= spillHeaderSize && !errors.Is(err, ErrSpill) {
+				t.Fatalf("a full-size header refused without ErrSpill: %v", err)
+			}
+			return
+		}
+		defer ol.Remove()
+		var off int64
+		for i := 0; i < 64; i++ {
+			c, err := ol.ReadFrom(off, 4096)
+			if err != nil {
+				t.Fatalf("ReadFrom(%d): %v", off, err)
+			}
+			if c.Next < off || c.Next > ol.End() || int64(len(c.Data)) > 4096 {
+				t.Fatalf("chunk %+v from %d, end %d", c, off, ol.End())
+			}
+			if c.EOF {
+				return
+			}
+			off = c.Next
+		}
+	})
+}

@@ -257,6 +257,9 @@ type OutputSpec struct {
 	// SpillDir is an existing directory; the backend creates a private 0700
 	// directory inside it per process, removed on Cleanup.
 	SpillDir string
+	// Rate bounds each stream's capture rate (zero: unbounded): a stream
+	// over it is throttled, never truncated (OutputRate).
+	Rate OutputRate
 }
 
 // Limits are resource limits; a zero field means "no limit". A limit the

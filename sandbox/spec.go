@@ -80,6 +80,9 @@ func (s *ProcessSpec) validate() error {
 	if o.SpillBytes > 0 && !filepath.IsAbs(o.SpillDir) {
 		return bad("output.spill-dir: %q is not an absolute path", o.SpillDir)
 	}
+	if err := o.Rate.validate(); err != nil {
+		return fmt.Errorf("output.rate: %w", err)
+	}
 	if s.Grace <= 0 {
 		return bad("grace: %v must be > 0", s.Grace)
 	}

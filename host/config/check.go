@@ -108,6 +108,9 @@ func (ck *checker) limits(c *Config) error {
 	if c.Processes.SpillBytes < 0 {
 		return ck.fail("processes.spill_bytes", "must not be negative")
 	}
+	if c.Processes.OutputBurstBytes < 0 {
+		return ck.fail("processes.output_burst_bytes", "must not be negative")
+	}
 	if c.Cluster.Capacity < 0 {
 		return ck.fail("cluster.capacity", "must not be negative")
 	}

@@ -151,15 +151,21 @@ type Processes struct {
 	// Path is the PATH of every process and of the exec check's lookup of
 	// bare names (default DefaultProcessPath, never the daemon's own PATH); a
 	// guest cannot set PATH.
-	Path          string   `toml:"path"`
-	LogRingBytes  int      `toml:"log_ring_bytes"`
-	SpillBytes    int64    `toml:"spill_bytes"`
-	MaxLifetime   Duration `toml:"max_lifetime"`
-	IdleTimeout   Duration `toml:"idle_timeout"`
-	ExitRetention Duration `toml:"exit_retention"`
-	WaitCap       Duration `toml:"wait_cap"`
-	StopGrace     Duration `toml:"stop_grace"`
-	StopGraceCap  Duration `toml:"stop_grace_cap"`
+	Path         string `toml:"path"`
+	LogRingBytes int    `toml:"log_ring_bytes"`
+	SpillBytes   int64  `toml:"spill_bytes"`
+	// OutputRateBytes and OutputBurstBytes bound each output stream's
+	// capture rate (registry.Defaults.OutputRate: default 4 MiB/s, 16 MiB
+	// burst; a chatty process is throttled, never truncated); a negative
+	// rate turns the bound off.
+	OutputRateBytes  int64    `toml:"output_rate_bytes"`
+	OutputBurstBytes int64    `toml:"output_burst_bytes"`
+	MaxLifetime      Duration `toml:"max_lifetime"`
+	IdleTimeout      Duration `toml:"idle_timeout"`
+	ExitRetention    Duration `toml:"exit_retention"`
+	WaitCap          Duration `toml:"wait_cap"`
+	StopGrace        Duration `toml:"stop_grace"`
+	StopGraceCap     Duration `toml:"stop_grace_cap"`
 	// OnShutdown is what `serve` does with running persistent processes
 	// when it stops: "keep" (default) leaves them to their keeper for the
 	// next daemon, which re-adopts them; "stop" stops them all.

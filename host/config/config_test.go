@@ -239,3 +239,24 @@ func TestDefaultsIsolateAndBound(t *testing.T) {
 		t.Errorf("pids = 64: %+v %v", c, err)
 	}
 }
+
+// FuzzParse is the daemon's config parser: any file is either refused
+// with an error or gives a config whose limits, quotas and sizes are not
+// negative (check.go's promise) — never a panic.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		"", "[limits]\npids = 64\n", "[processes]\nspill_bytes = -1\n", "[processes]\noutput_rate_bytes = 1024\noutput_burst_bytes = 4096\n",
+		"[guests]\nmemory_bytes = 67108864\n", "socket = \"/run/x.sock\"\n[backends]\nenabled = [\"local\"]\n", "[[x]]\n", "a = 1\na = 2\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("f.toml", data)
+		if err != nil {
+			return
+		}
+		if c.Limits.MemoryBytes < 0 || c.Limits.Pids < 0 || c.Limits.OpenFiles < 0 || c.Processes.SpillBytes < 0 || c.Processes.OutputBurstBytes < 0 || c.Quotas.MaxConcurrent < 0 {
+			t.Fatalf("accepted negative values: %+v", c)
+		}
+	})
+}

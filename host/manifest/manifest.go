@@ -95,6 +95,9 @@ type Limits struct {
 	MaxCPU         time.Duration // from max_cpu_ms
 	MaxPids        int
 	MaxOpenFiles   int
+	// MaxOutputRate is max_output_bytes_per_sec: each output stream's
+	// capture rate (it can only lower the host's; above, it is clamped).
+	MaxOutputRate int64
 }
 
 // Pool is the [pool] table with defaults applied.
@@ -105,6 +108,10 @@ type Pool struct {
 	// MemoryBytes caps each instance's linear memory (0: the host's
 	// ceiling, which it may only lower; a multiple of 64 KiB).
 	MemoryBytes int64
+	// MaxPerPrincipal bounds the instances one principal holds or waits
+	// for at once (0: half of Max, rounded up), so one principal's flood
+	// cannot starve another's calls (host/fair.go).
+	MaxPerPrincipal int
 }
 
 // Pool defaults: one warm instance, growth to 8, idle instances beyond
@@ -366,6 +373,9 @@ func (p *parser) manifest(tree map[string]any, m *Manifest) error {
 			return p.errf("pool.min_idle", "%d exceeds pool.max %d", m.Pool.MinIdle, m.Pool.Max)
 		}
 	}
+	if m.Pool.MaxPerPrincipal > m.Pool.Max {
+		return p.errf("pool.max_per_principal", "%d exceeds pool.max %d", m.Pool.MaxPerPrincipal, m.Pool.Max)
+	}
 	if m.Capabilities.Profile != "" && m.Capabilities.Backend != "oci" {
 		return p.errf("capabilities.profile", "a launch profile needs backend = \"oci\" (backend is %q)", m.Capabilities.Backend)
 	}
@@ -494,21 +504,24 @@ func (p *parser) execList(m *Manifest) func(string, any) error {
 func (p *parser) limitsSchema(m *Manifest) map[string]field {
 	const big = 1 << 40
 	return map[string]field{
-		"max_concurrent":   {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxConcurrent = int(n) })},
-		"max_retained":     {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxRetained = int(n) })},
-		"max_entries":      {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxEntries = int(n) })},
-		"max_memory_bytes": {false, p.integer(1, 1<<62, func(n int64) { m.Limits.MaxMemoryBytes = n })},
-		"max_cpu_ms":       {false, p.integer(1, big, func(n int64) { m.Limits.MaxCPU = time.Duration(n) * time.Millisecond })},
-		"max_pids":         {false, p.integer(1, 1<<22, func(n int64) { m.Limits.MaxPids = int(n) })},
-		"max_open_files":   {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxOpenFiles = int(n) })},
+		"max_concurrent":           {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxConcurrent = int(n) })},
+		"max_retained":             {false, p.integer(1, 1<<20, func(n int64) { m.Limits.MaxRetained = int(n) })},
+		"max_entries":              {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxEntries = int(n) })},
+		"max_memory_bytes":         {false, p.integer(1, 1<<62, func(n int64) { m.Limits.MaxMemoryBytes = n })},
+		"max_cpu_ms":               {false, p.integer(1, big, func(n int64) { m.Limits.MaxCPU = time.Duration(n) * time.Millisecond })},
+		"max_pids":                 {false, p.integer(1, 1<<22, func(n int64) { m.Limits.MaxPids = int(n) })},
+		"max_open_files":           {false, p.integer(1, 1<<24, func(n int64) { m.Limits.MaxOpenFiles = int(n) })},
+		"max_output_bytes_per_sec": {false, p.integer(1, 1<<40, func(n int64) { m.Limits.MaxOutputRate = n })},
 	}
 }
 
-// poolSchema is [pool]: min_idle, max, idle_ttl and memory_bytes;
+// poolSchema is [pool]: min_idle, max, max_per_principal, idle_ttl and
+// memory_bytes;
 // *maxSet records whether pool.max was given.
 func (p *parser) poolSchema(m *Manifest, maxSet *bool) map[string]field {
 	return map[string]field{
-		"min_idle": {false, p.integer(0, MaxPoolSize, func(n int64) { m.Pool.MinIdle = int(n) })},
+		"min_idle":          {false, p.integer(0, MaxPoolSize, func(n int64) { m.Pool.MinIdle = int(n) })},
+		"max_per_principal": {false, p.integer(1, MaxPoolSize, func(n int64) { m.Pool.MaxPerPrincipal = int(n) })},
 		"max": {false, p.integer(1, MaxPoolSize, func(n int64) {
 			m.Pool.Max = int(n)
 			*maxSet = true

@@ -83,7 +83,7 @@ sha256 = "`+sum+`"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Capabilities.Backend != "local" || m.Pool != (Pool{DefaultMinIdle, DefaultMax, DefaultIdleTTL, 0}) || len(m.Imports) != 0 {
+	if m.Capabilities.Backend != "local" || m.Pool != (Pool{MinIdle: DefaultMinIdle, Max: DefaultMax, IdleTTL: DefaultIdleTTL}) || len(m.Imports) != 0 {
 		t.Fatalf("%+v", m)
 	}
 }
@@ -125,6 +125,8 @@ func TestBad(t *testing.T) {
 		{"pool ttl int", ok + "[pool]\nidle_ttl = 30\n", `C.toml:7: pool.idle_ttl: expected a duration string`},
 		{"pool ttl bad", ok + "[pool]\nidle_ttl = \"forever\"\n", `C.toml:7: pool.idle_ttl: "forever" is not a duration between 1s and 24h`},
 		{"pool min over max", ok + "[pool]\nmin_idle = 5\nmax = 2\n", `C.toml:7: pool.min_idle: 5 exceeds pool.max 2`},
+		{"pool share over max", ok + "[pool]\nmax = 2\nmax_per_principal = 3\n", `C.toml:8: pool.max_per_principal: 3 exceeds pool.max 2`},
+		{"output rate zero", ok + "[limits]\nmax_output_bytes_per_sec = 0\n", `C.toml:7: limits.max_output_bytes_per_sec: 0 is out of range`},
 		{"pool max too big", ok + "[pool]\nmax = 100000\n", `C.toml:7: pool.max: 100000 is out of range [1, 1024]`},
 		{"pool memory not a page multiple", ok + "[pool]\nmemory_bytes = 100000\n", `C.toml:7: pool.memory_bytes: 100000 is not a multiple of 65536 (the wasm page) in [65536, 4294901760]`},
 		{"pool memory 4 GiB", ok + "[pool]\nmemory_bytes = 4294967296\n", `C.toml:7: pool.memory_bytes: 4294967296 is not a multiple`},

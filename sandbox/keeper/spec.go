@@ -36,6 +36,9 @@ type wireOutput struct {
 	SpillBytes int64  `json:"spill_bytes"`
 	Overflow   string `json:"overflow"` // "drop-oldest" | "backpressure"
 	SpillDir   string `json:"spill_dir,omitempty"`
+	// The capture rate (sandbox.OutputRate); absent: unbounded.
+	RateBytes int64 `json:"rate_bytes_per_sec,omitempty"`
+	RateBurst int64 `json:"rate_burst,omitempty"`
 }
 
 type wireLimits struct {
@@ -81,7 +84,7 @@ func specToWire(s sandbox.ProcessSpec) (wireSpec, error) {
 	w := wireSpec{
 		Argv: s.Argv, Cwd: s.Cwd, Env: s.Env,
 		Stdin:   wireStdin{Mode: stdinModes[s.Stdin.Mode], Data: s.Stdin.Data},
-		Output:  wireOutput{RingBytes: s.Output.RingBytes, SpillBytes: s.Output.SpillBytes, Overflow: overflows[s.Output.Overflow], SpillDir: s.Output.SpillDir},
+		Output:  wireOutput{RingBytes: s.Output.RingBytes, SpillBytes: s.Output.SpillBytes, Overflow: overflows[s.Output.Overflow], SpillDir: s.Output.SpillDir, RateBytes: s.Output.Rate.BytesPerSec, RateBurst: s.Output.Rate.Burst},
 		GraceNS: int64(s.Grace), DrainNS: int64(s.Drain),
 		Limits:    wireLimits{MemoryBytes: s.Limits.MemoryBytes, CPUTimeNS: int64(s.Limits.CPUTime), Pids: s.Limits.Pids, OpenFiles: s.Limits.OpenFiles},
 		Isolation: wireIsolation{Workspace: s.Isolation.Workspace, Network: s.Isolation.Network, Profile: s.Isolation.Profile},
@@ -99,7 +102,7 @@ func (w wireSpec) spec() (sandbox.ProcessSpec, error) {
 	s := sandbox.ProcessSpec{
 		Argv: w.Argv, Cwd: w.Cwd, Env: w.Env,
 		Stdin:  sandbox.StdinSpec{Data: w.Stdin.Data},
-		Output: sandbox.OutputSpec{RingBytes: w.Output.RingBytes, SpillBytes: w.Output.SpillBytes, SpillDir: w.Output.SpillDir},
+		Output: sandbox.OutputSpec{RingBytes: w.Output.RingBytes, SpillBytes: w.Output.SpillBytes, SpillDir: w.Output.SpillDir, Rate: sandbox.OutputRate{BytesPerSec: w.Output.RateBytes, Burst: w.Output.RateBurst}},
 		Grace:  time.Duration(w.GraceNS), Drain: time.Duration(w.DrainNS),
 		Limits:    sandbox.Limits{MemoryBytes: w.Limits.MemoryBytes, CPUTime: time.Duration(w.Limits.CPUTimeNS), Pids: w.Limits.Pids, OpenFiles: w.Limits.OpenFiles},
 		Isolation: sandbox.IsolationSpec{Workspace: w.Isolation.Workspace, Network: w.Isolation.Network, Profile: w.Isolation.Profile},

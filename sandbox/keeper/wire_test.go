@@ -17,7 +17,7 @@ func TestSpecWireCoversEveryField(t *testing.T) {
 	s := sandbox.ProcessSpec{
 		Argv: []string{"/bin/x", "ä"}, Cwd: "/w", Env: []string{"A=1"},
 		Stdin:     sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: []byte{0, 1, 255}},
-		Output:    sandbox.OutputSpec{RingBytes: 1, SpillBytes: 2, Overflow: sandbox.Backpressure, SpillDir: "/s"},
+		Output:    sandbox.OutputSpec{RingBytes: 1, SpillBytes: 2, Overflow: sandbox.Backpressure, SpillDir: "/s", Rate: sandbox.OutputRate{BytesPerSec: 3, Burst: 4}},
 		Grace:     3 * time.Second,
 		Drain:     4 * time.Millisecond,
 		Limits:    sandbox.Limits{MemoryBytes: 5, CPUTime: 6 * time.Second, Pids: 7, OpenFiles: 8},

@@ -432,3 +432,40 @@ func TestLimitsSupportedWhereControllersExist(t *testing.T) {
 		h.Wait(bg(t))
 	}
 }
+
+// A stream over its capture rate is throttled, never truncated: the
+// writer blocks, every byte is captured in order, and the log says it
+// held the writer back. Only the lower bound on the time is asserted (a
+// loaded machine is slower, never faster).
+func TestOutputRateThrottlesWithoutLoss(t *testing.T) {
+	b := newBackend(t, local.Options{})
+	const total, rate, burst = 2 << 20, 1 << 20, 128 << 10
+	sp := baseSpec(t, "head -c 2097152 /dev/zero")
+	sp.Output.SpillBytes = 4 << 20
+	sp.Output.Rate = sandbox.OutputRate{BytesPerSec: rate, Burst: burst}
+	start := time.Now()
+	h, err := b.Start(bg(t), sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Cleanup(context.Background(), h.Ref()) })
+	if _, err := h.Wait(bg(t)); err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	if min := time.Duration(float64(total-burst-256<<10) / rate * float64(time.Second)); el < min {
+		t.Errorf("%d bytes at %d B/s took %v: faster than the rate allows (%v)", total, rate, el, min)
+	}
+	data, dropped := backendtest.ReadAll(t, h.Stdout())
+	if len(data) != total || dropped != 0 || h.Stdout().End() != total {
+		t.Fatalf("captured %d bytes, %d dropped, end %d: want all %d", len(data), dropped, h.Stdout().End(), total)
+	}
+	th, ok := h.Stdout().(interface{ Throttled() (time.Duration, int64) })
+	if !ok {
+		t.Fatal("the local log reports no throttling")
+	}
+	if d, n := th.Throttled(); d <= 0 || n <= 0 {
+		t.Errorf("throttled %v, %d times: want the writer held back", d, n)
+	}
+	t.Logf("%d bytes in %v (rate %d B/s)", total, el, rate)
+}

@@ -114,7 +114,7 @@ func (p *proc) setupLogs(s *spawn) error {
 		s.undo.push(func() { d.Remove() })
 	}
 	mk := func(name string) (*sandbox.OutputLog, error) {
-		c := sandbox.OutputLogConfig{RingBytes: o.RingBytes, SpillBytes: o.SpillBytes, Overflow: o.Overflow}
+		c := sandbox.OutputLogConfig{RingBytes: o.RingBytes, SpillBytes: o.SpillBytes, Overflow: o.Overflow, Rate: o.Rate}
 		if o.SpillBytes > 0 {
 			c.Spill, c.SpillName = p.spillDir, name+".log"
 		}

@@ -144,7 +144,19 @@ func testEscapeForkBomb(t *testing.T, rt func(*Options)) {
 	}
 	defer e.b.Cleanup(ctx, h.Ref())
 	waitOutput(t, h.Stdout(), "start")
-	time.Sleep(500 * time.Millisecond)
+	if isRunsc {
+		time.Sleep(500 * time.Millisecond) // no host-visible bound to wait for: let it run a while
+	} else {
+		// At the ceiling once a shell reports a refused fork: poll for
+		// that (the load decides how long it takes), never a fixed sleep.
+		for !strings.Contains(readAll(t, h.Stderr()), "fork") {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("the pids limit was never hit within the deadline: %q", tail(readAll(t, h.Stderr()), 300))
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
 	// The host is unaffected: it still forks and execs.
 	if err := exec.Command("/bin/true").Run(); err != nil {
 		t.Fatalf("host cannot spawn during the bomb: %v", err)

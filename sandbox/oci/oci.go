@@ -354,7 +354,7 @@ func (c *container) openLogs(out sandbox.OutputSpec, u *undo) error {
 	}
 	u.push(func() { c.removeLogs() })
 	for i, name := range []string{"stdout", "stderr"} {
-		lc := sandbox.OutputLogConfig{RingBytes: out.RingBytes, SpillBytes: out.SpillBytes, Overflow: out.Overflow}
+		lc := sandbox.OutputLogConfig{RingBytes: out.RingBytes, SpillBytes: out.SpillBytes, Overflow: out.Overflow, Rate: out.Rate}
 		if spill != nil {
 			lc.Spill, lc.SpillName = spill, name
 		}

@@ -204,6 +204,7 @@ func registryConfig(cfg *config.Config, set backendSet, lg *slog.Logger) registr
 		Defaults: registry.Defaults{
 			LogRingBytes:  cfg.Processes.LogRingBytes,
 			SpillBytes:    cfg.Processes.SpillBytes,
+			OutputRate:    sandbox.OutputRate{BytesPerSec: cfg.Processes.OutputRateBytes, Burst: cfg.Processes.OutputBurstBytes},
 			MaxLifetime:   cfg.Processes.MaxLifetime.D(),
 			IdleTimeout:   cfg.Processes.IdleTimeout.D(),
 			ExitRetention: cfg.Processes.ExitRetention.D(),

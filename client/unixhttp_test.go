@@ -133,6 +133,13 @@ func TestUnixTransportMalformed(t *testing.T) {
 	}
 }
 
+// testTransports start a real server of h on each transport the build
+// has and return a client of it (tcp_test.go adds TCP outside the lean
+// client build).
+var testTransports = map[string]func(t *testing.T, h http.Handler) *Client{
+	"unix": func(t *testing.T, h http.Handler) *Client { return NewUnix(serveUnix(t, h)) },
+}
+
 // An answer the daemon stops sending midway (a kill -9 of serve, here a
 // real server that drops the connection after part of the body) is
 // ErrUnreachable, never io.ErrUnexpectedEOF alone or a short body read as
@@ -155,21 +162,9 @@ func TestCutOffAnswerIsUnreachable(t *testing.T) {
 			bw.Flush()
 			conn.Close() // the daemon is gone mid-answer
 		})
-		for _, tr := range []string{"unix", "tcp"} {
+		for tr, dial := range testTransports {
 			t.Run(tc.name+"/"+tr, func(t *testing.T) {
-				var c *Client
-				if tr == "unix" {
-					c = NewUnix(serveUnix(t, h))
-				} else {
-					l, err := net.Listen("tcp", "127.0.0.1:0")
-					if err != nil {
-						t.Fatal(err)
-					}
-					srv := &http.Server{Handler: h}
-					go srv.Serve(l)
-					t.Cleanup(func() { srv.Close() })
-					c = NewTCP(l.Addr().String(), "")
-				}
+				c := dial(t, h)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				_, err := c.Health(ctx)

@@ -1,3 +1,5 @@
+//go:build !leanclient
+
 package main
 
 import (

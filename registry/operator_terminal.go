@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox/terminal"
@@ -105,19 +104,5 @@ func (r *Registry) OperatorRelease(id string) error {
 	if err != nil {
 		return err
 	}
-	r.syncExit(p)
-	r.mu.Lock()
-	if !p.exited {
-		r.mu.Unlock()
-		return fmt.Errorf("%w: release: the process is running; stop it first", ErrInvalidInput)
-	}
-	if p.forgotten {
-		r.mu.Unlock()
-		return nil
-	}
-	r.forgetLocked(p)
-	r.mu.Unlock()
-	r.cleanup(p)
-	r.log.Info("operator released process", p.attrs()...)
-	return nil
+	return r.releaseExited(p, "operator released process")
 }

@@ -518,6 +518,12 @@ func (r *Registry) Release(ctx context.Context, id string) error {
 	}
 	p.lastTouch = r.now()
 	r.mu.Unlock()
+	return r.releaseExited(p, "process released")
+}
+
+// releaseExited forgets p if it has exited (ErrInvalidInput while it
+// runs; nil when it is already forgotten) and logs msg.
+func (r *Registry) releaseExited(p *proc, msg string) error {
 	r.syncExit(p)
 	r.mu.Lock()
 	if !p.exited {
@@ -531,6 +537,6 @@ func (r *Registry) Release(ctx context.Context, id string) error {
 	r.forgetLocked(p)
 	r.mu.Unlock()
 	r.cleanup(p)
-	r.log.Info("process released", p.attrs()...)
+	r.log.Info(msg, p.attrs()...)
 	return nil
 }

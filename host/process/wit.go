@@ -8,6 +8,24 @@ import (
 // Canonical ABI descriptors. Field and case order is the WIT order: it IS
 // the ABI. Types that did not change between the versions are shared.
 
+// processInfo11 are the fields of 1.1.0's process-info.
+var processInfo11 = []Field{
+	F("id", tProcessID),
+	F("label", String),
+	F("command", String),
+	F("os-pid", Option(U32)),
+	F("phase", tPhase),
+	F("exit", Option(tExitInfo)),
+	F("exit-reason", Option(tExitReason)),
+	F("age-ms", U64),
+	F("idle-ms", U64),
+	F("buffered-bytes", U64),
+	F("bytes-dropped", U64),
+	F("stdin-open", Bool),
+	F("cpu-ms", Option(U64)),
+	F("mem-bytes-peak", Option(U64)),
+}
+
 // Module names served (the legacy core-module mangling: "ns:pkg/iface@ver").
 const (
 	Module10 = "capsule:process/host@1.0.0"
@@ -118,22 +136,7 @@ var (
 		F("eof", Bool),
 	)
 
-	tProcessInfo = Record("process-info",
-		F("id", tProcessID),
-		F("label", String),
-		F("command", String),
-		F("os-pid", Option(U32)),
-		F("phase", tPhase),
-		F("exit", Option(tExitInfo)),
-		F("exit-reason", Option(tExitReason)),
-		F("age-ms", U64),
-		F("idle-ms", U64),
-		F("buffered-bytes", U64),
-		F("bytes-dropped", U64),
-		F("stdin-open", Bool),
-		F("cpu-ms", Option(U64)),
-		F("mem-bytes-peak", Option(U64)),
-	)
+	tProcessInfo = Record("process-info", processInfo11...)
 
 	tExitEvent = Record("exit-event", F("exit", tExitInfo), F("reason", tExitReason))
 
@@ -196,24 +199,11 @@ var (
 
 	tTerminalInfo = Record("terminal-info", F("rows", U16), F("cols", U16), F("term", String))
 
-	tProcessInfo12 = Record("process-info",
-		F("id", tProcessID),
-		F("label", String),
-		F("command", String),
-		F("os-pid", Option(U32)),
-		F("phase", tPhase),
-		F("exit", Option(tExitInfo)),
-		F("exit-reason", Option(tExitReason)),
-		F("age-ms", U64),
-		F("idle-ms", U64),
-		F("buffered-bytes", U64),
-		F("bytes-dropped", U64),
-		F("stdin-open", Bool),
-		F("cpu-ms", Option(U64)),
-		F("mem-bytes-peak", Option(U64)),
+	// 1.2.0's process-info is 1.1.0's with four fields appended.
+	tProcessInfo12 = Record("process-info", append(processInfo11[:len(processInfo11):len(processInfo11)],
 		F("terminal", Option(tTerminalInfo)),
 		F("waiting-for-input", Option(Bool)),
 		F("reap-in-ms", Option(U64)),
 		F("reap-rule", Option(tExitReason)),
-	)
+	)...)
 )

@@ -169,7 +169,9 @@ func (r *Registry) reserveIn(ctx context.Context, o owner, pr *prepared) (*proc,
 	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock() // a reload replaces cs.policy under mu
 	q := r.quotasFor(&pr.cs.policy)
+	r.mu.Unlock()
 	dr := DirReservation{Scope: dirScope(o), Persistent: p.persistent, MaxConcurrent: q.MaxConcurrent, MaxRetained: q.MaxRetained}
 	if p.persistent { // published with the reservation: no ID escapes that another node cannot find
 		dr.Record = &DirProcess{Key: r.dirKeyOf(p.id), Owner: dirScope(o), Node: r.dir.Node(), Label: p.label}

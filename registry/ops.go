@@ -265,12 +265,28 @@ func (r *Registry) readSince(p *proc, s Stream, cursor *string, max uint32) (Log
 	l := p.log(s)
 	c, err := l.ReadFrom(off, min(int(max), r.cfg.Defaults.ReadMax))
 	if err = r.spillLoss(p, s, err); err != nil {
-		return LogChunk{}, mapSandboxErr("read-since", err)
+		return LogChunk{}, r.readErr(p, "read-since", err)
 	}
 	if p.overflow == sandbox.Backpressure {
 		l.Ack(c.Next)
 	}
 	return LogChunk{Data: c.Data, Next: r.encodeCursor(p.key, s, c.Next), BytesDropped: uint64(c.Dropped), EOF: c.EOF}, nil
+}
+
+// readErr maps a read's error. A log removed by the cleanup of a release
+// or a reap that raced this read (the process resolved, then forgotten
+// before its log was read) is the process being gone: no-such-process,
+// as the read would have answered a moment later, not a lost backend.
+func (r *Registry) readErr(p *proc, op string, err error) error {
+	if errors.Is(err, sandbox.ErrNotFound) {
+		r.mu.Lock()
+		gone := p.forgotten
+		r.mu.Unlock()
+		if gone {
+			return ErrNoSuchProcess
+		}
+	}
+	return mapSandboxErr(op, err)
 }
 
 // ReadLogs drains both streams through the process's drain cursor.
@@ -297,7 +313,7 @@ func (r *Registry) readLogs(p *proc) (Logs, error) {
 	for _, s := range []Stream{Stdout, Stderr} {
 		c, err := p.log(s).Drain(r.cfg.Defaults.ReadMax)
 		if err = r.spillLoss(p, s, err); err != nil {
-			return Logs{}, mapSandboxErr("read-logs", err)
+			return Logs{}, r.readErr(p, "read-logs", err)
 		}
 		lg.BytesDropped += uint64(c.Dropped)
 		if s == Stdout {

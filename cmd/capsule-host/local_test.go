@@ -72,7 +72,7 @@ func TestValidate(t *testing.T) {
 	}
 	out, _, code = runCLI(t, "", "validate", shell, "--json")
 	var rep validateReport
-	if code != exitOK || json.Unmarshal([]byte(out), &rep) != nil || !rep.OK || rep.Capsule != "shell" || len(rep.Tools) != 6 {
+	if code != exitOK || json.Unmarshal([]byte(out), &rep) != nil || !rep.OK || rep.Capsule != "shell" || len(rep.Tools) != 12 { // 6 pipe tools, 6 terminal tools
 		t.Fatalf("validate --json: %d %s", code, out)
 	}
 
@@ -85,7 +85,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"unknown key", strings.Replace(string(manifest), "[capabilities]\n", "[capabilities]\nexecc = []\n", 1), "capabilities.execc"},
 		{"checksum", strings.Replace(string(manifest), rep.SHA256, strings.Repeat("0", 64), 1), "capsule.sha256"},
-		{"import version", strings.Replace(string(manifest), `"capsule:process" = "1.1"`, `"capsule:process" = "2.0"`, 1), `imports."capsule:process"`},
+		{"import version", strings.Replace(string(manifest), `"capsule:process" = "1.2"`, `"capsule:process" = "2.0"`, 1), `imports."capsule:process"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -174,7 +174,7 @@ func TestWITOut(t *testing.T) {
 		t.Fatalf("wit --out: %d %s", code, errOut)
 	}
 	want := map[string]string{"guest.wit": "guest@1.0.0/guest.wit", "deps/process@1.0.0/host.wit": "process@1.0.0/host.wit",
-		"deps/process@1.1.0/host.wit": "process@1.1.0/host.wit"}
+		"deps/process@1.1.0/host.wit": "process@1.1.0/host.wit", "deps/process@1.2.0/host.wit": "process@1.2.0/host.wit"}
 	for rel, src := range want {
 		got, err := os.ReadFile(filepath.Join(dir, rel))
 		if err != nil {

@@ -271,7 +271,10 @@ func TestToolsInProcess(t *testing.T) {
 	if code := errCode(t, call(t, s, "testcap__fail", map[string]any{"message": 5})); code != api.CodeInvalidRequest {
 		t.Fatalf("schema-breaking arguments: code %q", code)
 	}
-	if code := errCode(t, call(t, s, "process_status", map[string]any{"id": "nope"})); code != api.CodeNoSuchProcess {
+	if code := errCode(t, call(t, s, "process_status", map[string]any{"id": "nope"})); code != api.CodeInvalidRequest {
+		t.Fatalf("an ID shorter than the shortest prefix (8): code %q", code)
+	}
+	if code := errCode(t, call(t, s, "process_status", map[string]any{"id": "aaaaaaaaaaaa"})); code != api.CodeNoSuchProcess {
 		t.Fatalf("unknown process: code %q", code)
 	}
 	if code := errCode(t, call(t, s, "read_process_output", map[string]any{"id": "x", "bogus": 1})); code != api.CodeInvalidRequest {

@@ -28,7 +28,7 @@ var released = map[string]string{
 	"guest@1.0.0/guest.wit":  "5de398f2cca276527010189c62db0bebed1e330965668a278aa3d8ad5803db40",
 	"process@1.0.0/host.wit": "59b7f74111c074330d8f6980abfc04c403f324e2c3a5991761e1aa1fa24cad8b",
 	"process@1.1.0/host.wit": "c48e5b2261d6bf7cf9ebe4cf50a7f565520a22aa1d6438626286b83433454d53",
-	"process@1.2.0/host.wit": "199fe0c9909fefdaae936b02ede7d20a724cc95156df3f6805c85cf570802888",
+	"process@1.2.0/host.wit": "3ba5d1f7d0e1fcf745007a93cc6e026b8cfed0fd9c25d40f0260af8f7da733c1",
 }
 
 func witDir(t *testing.T) string {

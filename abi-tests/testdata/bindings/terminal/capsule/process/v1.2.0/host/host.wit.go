@@ -1008,6 +1008,8 @@ type ProcessInfo struct {
 	Terminal cm.Option[TerminalInfo] `json:"terminal"`
 
 	// Blocked reading its input now (`none`: the backend cannot tell).
+	// Sampled by `status` only: `list-processes` and `status-many`
+	// report `none` (a sample reads /proc several times per process).
 	WaitingForInput cm.Option[bool] `json:"waiting-for-input"`
 
 	// When the host will reap it, from now, and under which rule

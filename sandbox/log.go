@@ -62,10 +62,10 @@ type OutputLog struct {
 	spillCap   int64
 	spillStart int64 // lowest offset held in the spill file
 	spillErr   error // sticky: the spill failed
-	// frozen: a write to the spill failed (a full disk, say): it takes no
-	// more bytes, but what it holds, [spillStart, spillHigh), is still
-	// served; only [spillHigh, start) is lost. A failed read closes it.
-	frozen     bool
+	// spillHigh: once a write to the spill failed (spillErr set, a full
+	// disk say) it takes no more bytes, but what it holds, [spillStart,
+	// spillHigh), is still served; only [spillHigh, start) is lost. A
+	// failed read closes it (spill nil).
 	spillHigh  int64
 	header     [spillHeaderSize]byte
 	headerAt   int64 // end offset the header on disk records
@@ -131,10 +131,10 @@ func (l *OutputLog) Write(p []byte) (int, error) {
 	// write, and always before a write that would overwrite slots the
 	// header on disk still vouches for: it is what a reader of the file
 	// alone trusts (after a host restart). CloseWrite always writes it.
-	if l.spill != nil && !l.frozen && l.end+int64(len(p)) > l.headerAt+l.headerRoom {
+	if l.spill != nil && l.spillErr == nil && l.end+int64(len(p)) > l.headerAt+l.headerRoom {
 		err = l.writeHeader(max(headerEvery, int64(len(p))))
 	}
-	if l.spill != nil && !l.frozen {
+	if l.spill != nil && l.spillErr == nil {
 		err = l.spillWrite(p)
 	}
 	// Ring: only the last ringCap bytes of p can matter.
@@ -179,7 +179,7 @@ func (l *OutputLog) CloseWrite() error {
 		return l.spillErr
 	}
 	l.closed = true
-	if l.spill != nil && !l.frozen {
+	if l.spill != nil && l.spillErr == nil {
 		// No fsync: the file must survive the host process, not the
 		// machine, and an fsync per stream costs milliseconds per spawn.
 		l.writeHeader(0)
@@ -221,12 +221,12 @@ func (l *OutputLog) ReadFrom(off int64, max int) (Chunk, error) {
 	if n < 0 {
 		n = 0
 	}
-	if l.frozen && off < l.start && off >= l.spillHigh { // the bytes the full disk did not take
+	if l.spillErr != nil && off < l.start && off >= l.spillHigh { // the bytes the full disk did not take
 		c.Dropped += l.start - off
 		off = l.start
 		n = min(int64(max), l.end-off)
 	}
-	if l.frozen && off < l.spillHigh {
+	if l.spillErr != nil && off < l.spillHigh {
 		n = min(n, l.spillHigh-off)
 	}
 	if n > 0 {

@@ -201,9 +201,7 @@ func (l *OutputLog) failSpill(err error) error {
 func (l *OutputLog) freezeSpill(err error) error {
 	if l.spillErr == nil {
 		l.spillErr = fmt.Errorf("output spill %s: %w", l.spillPath, err)
-	}
-	if !l.frozen {
-		l.frozen, l.spillHigh = true, l.end
+		l.spillHigh = l.end
 	}
 	return l.spillErr
 }

@@ -112,8 +112,10 @@ func (d *Dir) change(ctx context.Context, s registry.DirScope, delta registry.Di
 		}
 		// Only this node writes its count, under the scope lock: etcd
 		// holding next already means an attempt retry did not hear back
-		// from (a proposal lost with its leader) committed.
-		ok = ok || st.nodes[d.node] == next.DirHolding
+		// from (a proposal lost with its leader) committed. Not with ops
+		// of its own (a record published with the reservation): a count
+		// equal by chance would skip them, so such a change goes round.
+		ok = ok || (len(then) == 0 && st.nodes[d.node] == next.DirHolding)
 		if ok {
 			if cap != nil {
 				d.setMine(sk, next)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +56,9 @@ type reaperState struct {
 	prefixes  map[string]int
 	// watched: the roots whose exit the watcher reports (watch.go).
 	watched map[int]func(rootEvent)
+	// waiters: the trees whose settling waits for their zombies
+	// (reapGroup); one sweep of the children serves them all.
+	waiters []*reapWait
 	kick    chan struct{}
 }
 
@@ -90,30 +94,7 @@ func startReaper() error {
 		}
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGCHLD)
-		go func() {
-			t := time.NewTicker(time.Second)
-			for {
-				signalled := false
-				select {
-				case <-ch:
-					signalled = true
-				case <-t.C:
-				case <-reaper.kick:
-				}
-				// Watched roots at once: their settling waits on it.
-				reaper.peekRoots()
-				if signalled {
-					// Coalesce bursts of SIGCHLD: one orphan scan per few
-					// ms (a signal meanwhile is kept by the channel).
-					time.Sleep(5 * time.Millisecond)
-				}
-				// One cheap waitid first: most wake-ups find no zombie
-				// at all, and then there is nothing to list.
-				if anyZombieChild() {
-					reaper.scan(nil)
-				}
-			}
-		}()
+		go reaper.loop(ch)
 	})
 	return reaperErr
 }
@@ -187,27 +168,19 @@ func childrenByScan() []int {
 // is the instant of its release).
 func dead(st procfs.Stat) bool { return st.State == 'Z' || st.State == 'X' }
 
-// owns reports whether zombie pid belongs to one of our trees; if
-// only is non-empty, whether it belongs to that cgroup path exactly.
-func (r *reaperState) owns(pid int, st procfs.Stat, only string) bool {
+// owns reports whether a zombie with these cgroup paths belongs to one
+// of our trees.
+func (r *reaperState) owns(paths map[string]string, st procfs.Stat) bool {
 	r.tabMu.Lock()
 	defer r.tabMu.Unlock()
-	if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup"); err == nil {
-		for _, p := range cgroups.ParseProcCgroup(b) {
-			if only != "" {
-				if p == only {
-					return true
-				}
-				continue
-			}
-			for pre := range r.prefixes {
-				if strings.HasPrefix(p+"/", pre) {
-					return true
-				}
+	for _, p := range paths {
+		for pre := range r.prefixes {
+			if strings.HasPrefix(p+"/", pre) {
+				return true
 			}
 		}
 	}
-	return only == "" && (r.sessions[st.SID] > 0 || r.ownsLingering(st))
+	return r.sessions[st.SID] > 0 || r.ownsLingering(st)
 }
 
 // ownsLingering reports whether st is a straggler of a lingering session;
@@ -234,10 +207,7 @@ func (r *reaperState) linger(sid int) {
 	r.tabMu.Lock()
 	r.lingering[sid] = time.Now().Add(lingerFor)
 	r.tabMu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
+	r.poke()
 }
 
 // mySID is this process's session, which os/exec children share.
@@ -264,36 +234,6 @@ func (r *reaperState) isRoot(pid int) bool {
 	return r.roots[pid] > 0
 }
 
-// scan reaps the zombies we own; with only set, just that cgroup's. It
-// returns how many children of that cgroup (zombie or not) it saw that it
-// could not reap yet.
-func (r *reaperState) scan(only *string) (pending int) {
-	o := ""
-	if only != nil {
-		o = *only
-	}
-	for _, pid := range children() {
-		if r.isRoot(pid) {
-			continue
-		}
-		st, err := procfs.ReadStat(pid)
-		if err != nil {
-			continue
-		}
-		zombie := dead(st)
-		if !zombie && o == "" {
-			continue
-		}
-		if !r.owns(pid, st, o) {
-			continue
-		}
-		if !zombie || !r.reap(pid) {
-			pending++
-		}
-	}
-	return pending
-}
-
 // addRoot registers a just-forked root; the caller holds mu shared.
 func (r *reaperState) addRoot(pid int) {
 	r.tabMu.Lock()
@@ -313,36 +253,157 @@ func (r *reaperState) removeRoot(pid int) {
 	r.tabMu.Unlock()
 }
 
+// reapWait is one settling tree's wait for its zombies: the members of
+// cgroup cg (as /proc/<pid>/cgroup prints it) or, without one, of
+// session sid.
+type reapWait struct {
+	cg       string
+	sid      int
+	deadline time.Time
+	pending  int // members seen by the last sweep that it could not reap
+	done     chan struct{}
+}
+
 // reapGroup reaps the zombies of one tree after its members were killed,
 // waiting up to timeout for members still in their exit path. It returns
 // how many it saw that it could not reap yet.
+//
+// Why through the reaper's goroutine: a scan lists every child of this
+// process, and when hundreds of trees settle at once (a stop of every
+// process) a scan per tree, repeated until its members are gone, is
+// quadratic — 500 stops took over a minute. The waits are batched
+// instead: each sweep of the children serves every tree waiting then.
 func (r *reaperState) reapGroup(cgPath string, sid int, timeout time.Duration) (pending int) {
-	deadline := time.Now().Add(timeout)
-	for delay := 50 * time.Microsecond; ; delay = min(delay*2, 5*time.Millisecond) {
-		if cgPath != "" {
-			pending = r.scan(&cgPath)
-		} else {
-			pending = r.scanSession(sid)
-		}
-		if pending == 0 || time.Now().After(deadline) {
-			return pending
-		}
-		time.Sleep(delay)
+	w := &reapWait{cg: cgPath, sid: sid, deadline: time.Now().Add(timeout), done: make(chan struct{})}
+	r.tabMu.Lock()
+	r.waiters = append(r.waiters, w)
+	r.tabMu.Unlock()
+	r.poke()
+	<-w.done
+	return w.pending
+}
+
+func (r *reaperState) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
 	}
 }
 
-func (r *reaperState) scanSession(sid int) (pending int) {
-	for _, pid := range children() {
-		if r.isRoot(pid) {
+// loop is the reaper's goroutine: at every SIGCHLD (and every second,
+// should a signal ever be coalesced away) it reports watched roots that
+// exited and sweeps the children; while trees wait for their zombies it
+// sweeps again with a short backoff until each is done or out of time.
+func (r *reaperState) loop(sigs <-chan os.Signal) {
+	tick := time.NewTicker(time.Second)
+	backoff := time.NewTimer(time.Hour)
+	delay := time.Duration(0)
+	for {
+		signalled, peek := false, false
+		select {
+		case <-sigs:
+			signalled, peek = true, true
+		case <-tick.C:
+			peek = true
+		case <-r.kick:
+			delay = 0 // a new waiter: sweep at once
+		case <-backoff.C:
+		}
+		if peek {
+			// Watched roots at once: their settling waits on it.
+			r.peekRoots()
+		}
+		if signalled && !r.waiting() {
+			// Coalesce bursts of SIGCHLD: one orphan sweep per few ms
+			// (a signal meanwhile is kept by the channel).
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !r.sweep() {
+			delay = 0
 			continue
 		}
-		st, err := procfs.ReadStat(pid)
-		if err != nil || st.SID != sid {
-			continue
-		}
-		if !dead(st) || !r.reap(pid) {
-			pending++
+		delay = min(max(2*delay, 50*time.Microsecond), 5*time.Millisecond)
+		backoff.Reset(delay)
+	}
+}
+
+func (r *reaperState) waiting() bool {
+	r.tabMu.Lock()
+	defer r.tabMu.Unlock()
+	return len(r.waiters) > 0
+}
+
+// sweep is one scan of this process's children: it reaps every zombie
+// we own (never a root: its settle reaps it last) and counts, for each
+// waiting tree, the members it could not reap yet. Trees with none left,
+// or out of time, are released. It reports whether any still wait.
+func (r *reaperState) sweep() (waiting bool) {
+	r.tabMu.Lock()
+	ws := slices.Clone(r.waiters)
+	r.tabMu.Unlock()
+	if len(ws) == 0 && !anyZombieChild() {
+		return false // most wake-ups: nothing to list
+	}
+	byCg, bySID := map[string][]*reapWait{}, map[int][]*reapWait{}
+	for _, w := range ws {
+		w.pending = 0
+		if w.cg != "" {
+			byCg[w.cg] = append(byCg[w.cg], w)
+		} else {
+			bySID[w.sid] = append(bySID[w.sid], w)
 		}
 	}
-	return pending
+	for _, pid := range children() {
+		r.sweepOne(pid, byCg, bySID)
+	}
+	now := time.Now()
+	r.tabMu.Lock()
+	defer r.tabMu.Unlock()
+	r.waiters = slices.DeleteFunc(r.waiters, func(w *reapWait) bool {
+		if slices.Contains(ws, w) && (w.pending == 0 || now.After(w.deadline)) {
+			close(w.done)
+			return true
+		}
+		return false
+	})
+	return len(r.waiters) > 0
+}
+
+// sweepOne handles one child for sweep: a member of a waiting tree is
+// counted unless it is a zombie that it reaps; any other zombie is reaped
+// only when owns proves it ours.
+func (r *reaperState) sweepOne(pid int, byCg map[string][]*reapWait, bySID map[int][]*reapWait) {
+	if r.isRoot(pid) {
+		return
+	}
+	st, err := procfs.ReadStat(pid)
+	if err != nil {
+		return
+	}
+	zombie := dead(st)
+	ws := bySID[st.SID]
+	var paths map[string]string
+	if len(ws) == 0 && (zombie || len(byCg) > 0) {
+		// A zombie's cgroup is still readable.
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup"); err == nil {
+			paths = cgroups.ParseProcCgroup(b)
+		}
+		for _, p := range paths {
+			for _, w := range byCg[p] {
+				if !slices.Contains(ws, w) { // v1: one path in several hierarchies
+					ws = append(ws, w)
+				}
+			}
+		}
+	}
+	switch {
+	case len(ws) > 0:
+		if !zombie || !r.reap(pid) {
+			for _, w := range ws {
+				w.pending++
+			}
+		}
+	case zombie && r.owns(paths, st):
+		r.reap(pid)
+	}
 }

@@ -26,41 +26,7 @@ import (
 // and kept counting while no daemon ran, a cursor from before continues
 // exactly, and another principal gets no-such-process.
 func TestDurableRestartOCI(t *testing.T) {
-	skipSameBinary(t)
-	if os.Geteuid() != 0 {
-		t.Skip("SKIP LOUDLY: OCI containers need root (CI runs as root)")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("SKIP LOUDLY: runc not installed (apt-get install runc)")
-	}
-	root, err := rootfs.Cached(rootfs.DefaultBusybox, filepath.Join(os.TempDir(), "capsule-test-cache"))
-	if err != nil {
-		t.Skipf("SKIP LOUDLY: busybox rootfs: %v (apt-get install busybox-static)", err)
-	}
-	bin := builtBinary(t)
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755) // the container's user-namespaced root reaches its workspace
-	initPath := filepath.Join(dir, "capsule-oci-init")
-	if out, err := exec.Command("gcc", "-static", "-Os", "-o", initPath, "../../sandbox/oci/init/capsule-oci-init.c").CombinedOutput(); err != nil {
-		t.Fatalf("build capsule-oci-init: %v\n%s", err, out)
-	}
-	caps := ociShellCapsule(t, dir)
-	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf(`bundled = false
-capsules = [%q]
-[backends]
-enabled = ["oci"]
-[backends.oci]
-init = %q
-[profiles.busybox]
-rootfs = %q
-[profiles.busybox.userns]
-host_uid = 100000
-host_gid = 100000
-size = 65536
-[profiles.busybox.limits]
-memory_bytes = 268435456
-pids = 256
-`, caps, initPath, root)), 0o600)
+	bin, dir := ociDaemonDir(t)
 	mark := fmt.Sprintf("durable-oci-%d", time.Now().UnixNano())
 	t.Cleanup(func() { stopMarked(t, mark) })
 	d1 := startServe(t, bin, dir, "--on-shutdown", "keep")
@@ -134,4 +100,49 @@ func ociShellCapsule(t testing.TB, dir string) string {
 	os.WriteFile(filepath.Join(caps, "Capsule.toml"), []byte(m), 0o644)
 	copyFile(t, "../../capsules/shell/shell.wasm", filepath.Join(caps, "shell.wasm"))
 	return caps
+}
+
+// ociDaemonDir builds the binary and a daemon directory whose config
+// enables only the OCI backend with a busybox profile in a user
+// namespace and a freshly built capsule-oci-init, serving the shell
+// capsule's module as "shelloci". It skips loudly without root, runc or
+// busybox.
+func ociDaemonDir(t *testing.T) (bin, dir string) {
+	t.Helper()
+	skipSameBinary(t)
+	if os.Geteuid() != 0 {
+		t.Skip("SKIP LOUDLY: OCI containers need root (CI runs as root)")
+	}
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("SKIP LOUDLY: runc not installed (apt-get install runc)")
+	}
+	root, err := rootfs.Cached(rootfs.DefaultBusybox, filepath.Join(os.TempDir(), "capsule-test-cache"))
+	if err != nil {
+		t.Skipf("SKIP LOUDLY: busybox rootfs: %v (apt-get install busybox-static)", err)
+	}
+	bin = builtBinary(t)
+	dir = t.TempDir()
+	os.Chmod(dir, 0o755) // the container's user-namespaced root reaches its workspace
+	initPath := filepath.Join(dir, "capsule-oci-init")
+	if out, err := exec.Command("gcc", "-static", "-Os", "-o", initPath, "../../sandbox/oci/init/capsule-oci-init.c").CombinedOutput(); err != nil {
+		t.Fatalf("build capsule-oci-init: %v\n%s", err, out)
+	}
+	caps := ociShellCapsule(t, dir)
+	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf(`bundled = false
+capsules = [%q]
+[backends]
+enabled = ["oci"]
+[backends.oci]
+init = %q
+[profiles.busybox]
+rootfs = %q
+[profiles.busybox.userns]
+host_uid = 100000
+host_gid = 100000
+size = 65536
+[profiles.busybox.limits]
+memory_bytes = 268435456
+pids = 256
+`, caps, initPath, root)), 0o600)
+	return bin, dir
 }

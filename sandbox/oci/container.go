@@ -38,6 +38,7 @@ type container struct {
 	logs      [2]*sandbox.OutputLog
 	stdin     *sandbox.Stdin
 	readers   [2]*os.File
+	master    *os.File // a terminal's (readers[0]); nil for pipes
 	pumps     sync.WaitGroup
 
 	done    chan struct{}
@@ -56,6 +57,10 @@ const pumpChunk = 64 << 10
 // logs, each read bounded by the log's free space (backpressure).
 func (c *container) startPumps() {
 	for i := range c.readers {
+		if c.readers[i] == nil {
+			c.logs[i].CloseWrite() // a terminal: one stream
+			continue
+		}
 		c.pumps.Add(1)
 		go c.pump(c.readers[i], c.logs[i])
 	}

@@ -18,7 +18,8 @@ import (
 // The init (init/capsule-oci-init.c: one thread, so that it costs one
 // pid of the container's budget; statically linked and bind-mounted
 // read-only at initMount):
-//   - starts the child in its own process group, and forwards every
+//   - starts the child in its own process group (on a terminal, the
+//     foreground group: terminal.go), and forwards every
 //     catchable signal it receives to that group;
 //   - reports on fd 3 (a pipe to the monitor, close-on-exec, so the child
 //     never holds it): "ok\n" once the exec succeeded, or "err <errno>

@@ -74,6 +74,9 @@ type monitorConfig struct {
 	// StdinNull: the container's stdin is /dev/null (the spec's stdin is
 	// closed); the monitor's fd 0 is a pipe the host already closed.
 	StdinNull bool `json:"stdin_null,omitempty"`
+	// ConsoleSocket: the container runs on a terminal; the runtime sends
+	// its master to this socket (see terminal.go).
+	ConsoleSocket string `json:"console_socket,omitempty"`
 }
 
 func (cfg monitorConfig) runtime() runtime { return runtime{path: cfg.Runtime, global: cfg.GlobalArgs} }
@@ -239,6 +242,9 @@ func (m *monitor) start() error {
 		}
 		m.report, initW = bufio.NewReader(r), w
 		args = append(args, "--preserve-fds", "1")
+	}
+	if m.cfg.ConsoleSocket != "" {
+		args = append(args, "--console-socket", m.cfg.ConsoleSocket)
 	}
 	args = append(args, m.cfg.ContainerID)
 	run := rt.command(context.Background(), "run", args...)

@@ -196,15 +196,31 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (_ sandbo
 	if err := c.openLogs(spec.Output, &u); err != nil {
 		return nil, err
 	}
+	mcfg := b.monitorConfig(c, l)
+	var cons *console
+	if spec.Terminal != nil {
+		if cons, err = listenConsole(); err != nil {
+			return nil, err
+		}
+		defer cons.close()
+		mcfg.ConsoleSocket = cons.path()
+	}
 	mon, err := c.takeMonitor(spec.Argv[0], &u)
 	if err != nil {
 		return nil, err
 	}
-	status, err := c.run(ctx, mon, b.monitorConfig(c, l), spec.Argv[0])
+	status, err := c.run(ctx, mon, mcfg, spec.Argv[0])
 	if err != nil {
 		return nil, err
 	}
-	c.wire(spec.Stdin, mon, status)
+	if cons != nil {
+		err = c.startTerminal(ctx, cons, mon, spec.Terminal, status)
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		c.wire(spec.Stdin, mon, status)
+	}
 	return &handle{c: c}, nil
 }
 
@@ -259,7 +275,7 @@ func (b *Backend) plan(spec sandbox.ProcessSpec) (*launch, error) {
 // validate is the seam's validation plus what a container needs: a
 // workspace to bind.
 func validate(spec sandbox.ProcessSpec) error {
-	if err := spec.Validate(); err != nil {
+	if err := spec.ValidateTerminal(); err != nil {
 		return err
 	}
 	if err := checkPath(spec.Isolation.Workspace); err != nil {

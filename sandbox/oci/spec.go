@@ -62,6 +62,7 @@ func buildSpec(in specInput) (*specs.Spec, error) {
 	if in.init != "" {
 		wrapInit(s, in.init)
 	}
+	addTerminal(s, in.proc.Terminal)
 	addBinds(s, in.profile, in.proc.Isolation.Workspace)
 	addNetwork(s, in.profile.network() == NetworkHost && in.proc.Isolation.Network)
 	addUserNS(s, in)

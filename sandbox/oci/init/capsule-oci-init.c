@@ -80,6 +80,13 @@ int main(int argc, char **argv) {
 	}
 	if (child == 0) {
 		setpgid(0, 0);
+		/* On a terminal (the runtime made it our controlling terminal):
+		 * the program's group takes the foreground, or its first read
+		 * would stop it with SIGTTIN and C-c would reach only us. Done
+		 * here, with every signal still blocked (no SIGTTOU), before the
+		 * program can start jobs of its own. */
+		if (isatty(0))
+			(void)tcsetpgrp(0, getpid());
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		execve(cmd[0], cmd, environ);
 		int e = errno;

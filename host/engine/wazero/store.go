@@ -220,7 +220,7 @@ func (e *eng) compileReexport(ctx context.Context, bin []byte) (wazero.CompiledM
 	if cm, ok := e.reexports[string(bin)]; ok {
 		return cm, nil
 	}
-	cm, err := e.rt.CompileModule(ctx, bin)
+	cm, err := e.compileModule(ctx, bin)
 	if err != nil {
 		return nil, fmt.Errorf("wazero: re-export module: %w", err)
 	}

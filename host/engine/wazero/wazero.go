@@ -42,6 +42,7 @@ const wasiModule = wasi_snapshot_preview1.ModuleName
 type eng struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
+	fc    *fileCache // nil: no file cache
 	limit uint32 // pages; 0: none
 
 	// emptyModule resolves the import module names a Store is not given.
@@ -62,11 +63,11 @@ func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) 
 	}
 	e := &eng{limit: cfg.MemoryLimitPages, reexports: map[string]wazero.CompiledModule{}}
 	if cfg.CacheDir != "" {
-		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		c, fc, err := openFileCache(cfg.CacheDir)
 		if err != nil {
 			return nil, fmt.Errorf("wazero: compilation cache %q: %w", cfg.CacheDir, err)
 		}
-		e.cache = c
+		e.cache, e.fc = c, fc
 		rc = rc.WithCompilationCache(c)
 	}
 	e.rt = wazero.NewRuntimeWithConfig(ctx, rc)
@@ -74,7 +75,7 @@ func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) 
 		_ = e.Close(ctx)
 		return nil, err
 	}
-	empty, err := e.rt.CompileModule(ctx, []byte("\x00asm\x01\x00\x00\x00"))
+	empty, err := e.compileModule(ctx, []byte("\x00asm\x01\x00\x00\x00"))
 	if err != nil {
 		_ = e.Close(ctx)
 		return nil, fmt.Errorf("wazero: empty module: %w", err)
@@ -172,7 +173,7 @@ func hostFunc(fn func(context.Context, engine.Caller, []uint64)) api.GoModuleFun
 func (e *eng) Name() string { return Name }
 
 func (e *eng) Compile(ctx context.Context, wasm []byte) (engine.Module, error) {
-	cm, err := e.rt.CompileModule(ctx, wasm)
+	cm, err := e.compileModule(ctx, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("wazero: compile: %w", err)
 	}
@@ -199,6 +200,15 @@ func (e *eng) Compile(ctx context.Context, wasm []byte) (engine.Module, error) {
 	}
 	_, m.hasInit = exp["_initialize"]
 	return m, nil
+}
+
+// compileModule is every compile of the engine: through the file cache's
+// guard when there is one.
+func (e *eng) compileModule(ctx context.Context, wasm []byte) (wazero.CompiledModule, error) {
+	if e.fc == nil {
+		return e.rt.CompileModule(ctx, wasm)
+	}
+	return e.fc.compile(ctx, wasm, func() (wazero.CompiledModule, error) { return e.rt.CompileModule(ctx, wasm) })
 }
 
 func (e *eng) Close(ctx context.Context) error {

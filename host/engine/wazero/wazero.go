@@ -43,7 +43,7 @@ type eng struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
 	fc    *fileCache // nil: no file cache
-	limit uint32 // pages; 0: none
+	limit uint32     // pages; 0: none
 
 	// emptyModule resolves the import module names a Store is not given.
 	emptyModule wazero.CompiledModule

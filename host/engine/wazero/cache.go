@@ -21,7 +21,7 @@ import (
 )
 
 // ErrUntrustedCache: the compilation cache directory (or a directory in
-// it) is a symlink, not ours, or open to group or others. wazero maps the
+// it) is a symlink, not ours, or writable by group or others. wazero maps the
 // files there as executable code after only a CRC32 of the code, so
 // whoever can write that directory could run code in the host: the
 // engine refuses to start rather than load them.
@@ -81,8 +81,8 @@ func openFileCache(dir string) (wazero.CompilationCache, *fileCache, error) {
 	return c, fc, nil
 }
 
-// privateDir accepts a real directory owned by this user with no group
-// or other permission bits.
+// privateDir accepts a real directory owned by this user that nobody
+// else may write, and leaves it 0700.
 func privateDir(dir string) error {
 	st, err := os.Lstat(dir)
 	if err != nil {
@@ -96,8 +96,14 @@ func privateDir(dir string) error {
 		return fmt.Errorf("%w: %s is not a directory", ErrUntrustedCache, dir)
 	case !ok || int(sys.Uid) != os.Geteuid():
 		return fmt.Errorf("%w: %s is not owned by uid %d (remove it, or set another cache directory)", ErrUntrustedCache, dir, os.Geteuid())
+	case st.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%w: %s has mode %v: others could have written there (remove it, or chmod 700 it if you trust its files)", ErrUntrustedCache, dir, st.Mode().Perm())
 	case st.Mode().Perm()&0o077 != 0:
-		return fmt.Errorf("%w: %s has mode %v (chmod 700 it)", ErrUntrustedCache, dir, st.Mode().Perm())
+		// Only readable by others: nobody else could write into it, so it
+		// is tightened, not refused (t.TempDir and mkdir -p make 0755).
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrUntrustedCache, dir, err)
+		}
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 	if t := spec.Terminal; t != nil {
 		tc := *t
 		spec.Terminal = &tc
-		spec.Env = withTerm(spec.Env, tc.Term)
+		spec.Env = sandbox.WithTerm(spec.Env, tc.Term)
 	}
 	argv, err := b.execArgv(spec)
 	if err != nil {

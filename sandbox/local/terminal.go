@@ -2,8 +2,6 @@ package local
 
 import (
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -38,12 +36,12 @@ func (p *proc) setupTerminal(s *spawn) error {
 	if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: t.Rows, Col: t.Cols}); err != nil {
 		return fmt.Errorf("terminal: set size: %w: %w", sandbox.ErrUnavailable, err)
 	}
-	if s.outR, err = dupMaster(fd, "pty-master-read"); err != nil {
+	if s.outR, err = sandbox.DupMaster(fd, "pty-master-read"); err != nil {
 		return err
 	}
 	r := s.outR
 	s.undo.push(func() { r.Close() })
-	if s.stdinW, err = dupMaster(fd, "pty-master-write"); err != nil {
+	if s.stdinW, err = sandbox.DupMaster(fd, "pty-master-write"); err != nil {
 		return err
 	}
 	w := s.stdinW
@@ -54,57 +52,10 @@ func (p *proc) setupTerminal(s *spawn) error {
 	return nil
 }
 
-// dupMaster returns a non-blocking, close-on-exec descriptor of the
-// master as a pollable *os.File (os.NewFile polls a non-blocking fd).
-func dupMaster(fd int, name string) (*os.File, error) {
-	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("terminal: dup master: %w: %w", sandbox.ErrUnavailable, err)
-	}
-	if err := unix.SetNonblock(nfd, true); err != nil {
-		unix.Close(nfd)
-		return nil, fmt.Errorf("terminal: master non-blocking: %w: %w", sandbox.ErrUnavailable, err)
-	}
-	return os.NewFile(uintptr(nfd), name), nil
-}
-
-// withTerm is env with TERM set to term (replacing any TERM in it).
-func withTerm(env []string, term string) []string {
-	out := make([]string, 0, len(env)+1)
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "TERM=") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, "TERM="+term)
-}
-
-// Resize implements sandbox.Resizer: TIOCSWINSZ on the master. The
-// kernel sends SIGWINCH to the terminal's foreground process group when
-// the size changes, as it does for a terminal emulator's resize. Once the
-// pump closed the master (every slave closed: the tree is gone) there is
-// no terminal left to resize.
+// Resize implements sandbox.Resizer. Once the pump closed the master
+// (every slave closed: the tree is gone) there is no terminal left.
 func (p *proc) Resize(rows, cols uint16) error {
-	if p.master == nil {
-		return fmt.Errorf("resize %s: %w", p.ref.ID, sandbox.ErrNoTerminal)
-	}
-	if err := sandbox.CheckTerminalSize(rows, cols); err != nil {
-		return err
-	}
-	rc, err := p.master.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("resize %s: %w: %w", p.ref.ID, sandbox.ErrNoTerminal, err)
-	}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
-	}); err != nil {
-		return fmt.Errorf("resize %s: terminal closed: %w", p.ref.ID, sandbox.ErrNoTerminal)
-	}
-	if ierr != nil {
-		return fmt.Errorf("resize %s: %w: %w", p.ref.ID, sandbox.ErrUnavailable, ierr)
-	}
-	return nil
+	return sandbox.ResizeMaster(p.master, p.ref.ID, rows, cols)
 }
 
 var _ sandbox.Resizer = (*proc)(nil)

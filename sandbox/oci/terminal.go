@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -120,28 +119,14 @@ func terminalFiles(fd int, t *sandbox.TerminalSpec) (r, w *os.File, err error) {
 	if err := unix.IoctlSetWinsize(fd, unix.TIOCSWINSZ, &unix.Winsize{Row: t.Rows, Col: t.Cols}); err != nil {
 		return nil, nil, fmt.Errorf("oci terminal: set size: %w: %w", sandbox.ErrUnavailable, err)
 	}
-	if r, err = dupMaster(fd, "pty-master-read"); err != nil {
+	if r, err = sandbox.DupMaster(fd, "pty-master-read"); err != nil {
 		return nil, nil, err
 	}
-	if w, err = dupMaster(fd, "pty-master-write"); err != nil {
+	if w, err = sandbox.DupMaster(fd, "pty-master-write"); err != nil {
 		r.Close()
 		return nil, nil, err
 	}
 	return r, w, nil
-}
-
-// dupMaster returns a non-blocking, close-on-exec descriptor of the
-// master as a pollable *os.File.
-func dupMaster(fd int, name string) (*os.File, error) {
-	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("oci terminal: dup master: %w: %w", sandbox.ErrUnavailable, err)
-	}
-	if err := unix.SetNonblock(nfd, true); err != nil {
-		unix.Close(nfd)
-		return nil, fmt.Errorf("oci terminal: master non-blocking: %w: %w", sandbox.ErrUnavailable, err)
-	}
-	return os.NewFile(uintptr(nfd), name), nil
 }
 
 // addTerminal asks the runtime for a terminal of the spec's size, with
@@ -153,13 +138,7 @@ func addTerminal(s *specs.Spec, t *sandbox.TerminalSpec) {
 	}
 	s.Process.Terminal = true
 	s.Process.ConsoleSize = &specs.Box{Height: uint(t.Rows), Width: uint(t.Cols)}
-	env := make([]string, 0, len(s.Process.Env)+1)
-	for _, kv := range s.Process.Env {
-		if !strings.HasPrefix(kv, "TERM=") {
-			env = append(env, kv)
-		}
-	}
-	s.Process.Env = append(env, "TERM="+t.Term)
+	s.Process.Env = sandbox.WithTerm(s.Process.Env, t.Term)
 }
 
 // startTerminal is Start's terminal path after the monitor said the
@@ -189,30 +168,10 @@ func (c *container) startTerminal(ctx context.Context, cons *console, mon *monit
 	return nil
 }
 
-// Resize implements sandbox.Resizer: TIOCSWINSZ on the master. Once the
-// pump closed it (the container is empty) there is nothing to resize.
+// Resize implements sandbox.Resizer. Once the pump closed the master
+// (the container is empty) there is nothing to resize.
 func (h *handle) Resize(rows, cols uint16) error {
-	c := h.c
-	if c.master == nil {
-		return fmt.Errorf("resize %s: %w", c.id, sandbox.ErrNoTerminal)
-	}
-	if err := sandbox.CheckTerminalSize(rows, cols); err != nil {
-		return err
-	}
-	rc, err := c.master.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("resize %s: %w: %w", c.id, sandbox.ErrNoTerminal, err)
-	}
-	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
-	}); err != nil {
-		return fmt.Errorf("resize %s: terminal closed: %w", c.id, sandbox.ErrNoTerminal)
-	}
-	if ierr != nil {
-		return fmt.Errorf("resize %s: %w: %w", c.id, sandbox.ErrUnavailable, ierr)
-	}
-	return nil
+	return sandbox.ResizeMaster(h.c.master, h.c.id, rows, cols)
 }
 
 var _ sandbox.Resizer = (*handle)(nil)

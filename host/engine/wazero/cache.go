@@ -114,7 +114,7 @@ func wazeroVersion() string {
 	v := ""
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range info.Deps {
-			if strings.Contains(d.Path, "github.com/tetratelabs/wazero") {
+			if d.Path == "github.com/tetratelabs/wazero" {
 				v = d.Version
 			}
 		}
@@ -224,12 +224,7 @@ func (fc *fileCache) sweep(idx map[string][]cacheEntry, key string) (map[string]
 			return nil, fmt.Errorf("wazero: compilation cache: %w", err)
 		}
 	}
-	for _, e := range idx[key] {
-		if left[e.File] {
-			if ok, err := fileHasSum(filepath.Join(fc.sub, e.File), e.SHA256); err == nil && ok {
-				continue
-			}
-		}
+	if !fc.intact(idx[key], left) {
 		for _, e := range idx[key] {
 			if err := os.Remove(filepath.Join(fc.sub, e.File)); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return nil, fmt.Errorf("wazero: compilation cache: %w", err)
@@ -237,9 +232,22 @@ func (fc *fileCache) sweep(idx map[string][]cacheEntry, key string) (map[string]
 			delete(left, e.File)
 		}
 		delete(idx, key)
-		break
 	}
 	return left, nil
+}
+
+// intact reports whether every file of a record is left and still has
+// its recorded SHA-256.
+func (fc *fileCache) intact(es []cacheEntry, left map[string]bool) bool {
+	for _, e := range es {
+		if !left[e.File] {
+			return false
+		}
+		if ok, err := fileHasSum(filepath.Join(fc.sub, e.File), e.SHA256); err != nil || !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // record adds the files the compile wrote to key's record and writes the

@@ -31,7 +31,7 @@ func TestPlacement(t *testing.T) {
 		t.Fatalf("7th spawn with every node full: %v, want ErrNodeFull", err)
 	}
 	t.Logf("refusal: %v", err)
-	if n := countMarked(marker); n != 6 {
+	if n := settleMarked(marker, 6); n != 6 {
 		t.Fatalf("%d processes running, want 6 (no stray from the refusal)", n)
 	}
 	onB := ""

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	api "github.com/capsule-host/capsule-host/client"
+	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox/keeper"
 )
 
@@ -72,6 +73,12 @@ type daemonProc struct {
 
 func startServe(t testing.TB, bin, dir string, args ...string) *daemonProc {
 	t.Helper()
+	return startServeEnv(t, bin, dir, nil, args...)
+}
+
+// startServeEnv is startServe with extra environment variables (KEY=value).
+func startServeEnv(t testing.TB, bin, dir string, env []string, args ...string) *daemonProc {
+	t.Helper()
 	logf, err := os.OpenFile(filepath.Join(dir, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +87,7 @@ func startServe(t testing.TB, bin, dir string, args ...string) *daemonProc {
 	stopKeepersAtEnd(t, dir)
 	cmd := exec.Command(bin, append([]string{"serve", "--socket", filepath.Join(dir, "d.sock"), "--state-dir", filepath.Join(dir, "state"),
 		"--config", filepath.Join(dir, "capsule-host.toml")}, args...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_RUNTIME_DIR="}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_RUNTIME_DIR="}, env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -540,12 +547,15 @@ func stopMarked(t testing.TB, mark string) {
 	}
 }
 
-// TestCrashPoints kills serve at random moments while spawns and kills
-// run (so at every step of a spawn, over the rounds), restarts it on the
-// same state each time, and checks after each restart: every live
-// process is one the registry lists as running and vice versa (no orphan,
-// no dangling entry), and the concurrency quota is exact (a principal can
-// start exactly max_concurrent minus its running processes).
+// TestCrashPoints kills serve at every step of a persistent spawn, first
+// exactly (the registry's crash-point hook names each step in turn: the
+// spawn's own call makes serve kill itself there), then at random moments
+// while spawns and kills run. It restarts serve on the same state each
+// time and checks after each restart: every live process is one the
+// registry lists as running and vice versa (no orphan, no dangling
+// entry), the concurrency quota is exact (a principal can start exactly
+// max_concurrent minus its running processes), and a spawn cut off before
+// its journal record left nothing while one cut off after it is running.
 func TestCrashPoints(t *testing.T) {
 	skipSameBinary(t)
 	const maxConc, rounds = 6, 8
@@ -557,10 +567,11 @@ func TestCrashPoints(t *testing.T) {
 	c := api.NewUnix(filepath.Join(dir, "d.sock"))
 	principals := []string{"p0", "p1", "p2"}
 	cmd := map[string]any{"command": "sleep 1000 # " + mark}
+	exactCrashPoints(t, bin, dir, c, principals, mark, maxConc)
 	for round := 0; round < rounds; round++ {
 		d := startServe(t, bin, dir)
 		awaitServing(t, c, d)
-		checkCrashInvariants(t, c, round, principals, mark, maxConc)
+		checkCrashInvariants(t, c, fmt.Sprint("round ", round), principals, mark, maxConc)
 		// Churn: spawns and kills from two goroutines, then kill -9 at a
 		// random moment (20–400 ms in).
 		stop := make(chan struct{})
@@ -600,7 +611,7 @@ func TestCrashPoints(t *testing.T) {
 	}
 	d := startServe(t, bin, dir, "--on-shutdown", "stop")
 	awaitServing(t, c, d)
-	checkCrashInvariants(t, c, rounds, principals, mark, maxConc)
+	checkCrashInvariants(t, c, fmt.Sprint("round ", rounds), principals, mark, maxConc)
 	if b, err := os.ReadFile(filepath.Join(dir, "daemon.log")); err == nil {
 		orphans := 0
 		for _, m := range regexp.MustCompile(`orphans_terminated=(\d+)`).FindAllSubmatch(b, -1) {
@@ -613,16 +624,78 @@ func TestCrashPoints(t *testing.T) {
 	waitNoMarked(t, mark, 30*time.Second)
 }
 
+// exactCrashPoints is TestCrashPoints' first part: for each step of a
+// spawn that registry.CrashPoints names, serve runs with the hook set to
+// that step, one spawn makes it kill itself there (its exit must be that
+// SIGKILL: the step was reached), and a plain serve then checks the
+// invariants and that the cut-off spawn's process runs exactly when the
+// step comes after its journal record.
+func exactCrashPoints(t *testing.T, bin, dir string, c *api.Client, principals []string, mark string, maxConc int) {
+	t.Helper()
+	journaled := false
+	for _, step := range registry.CrashPoints() {
+		d := startServe(t, bin, dir)
+		awaitServing(t, c, d)
+		before := runningOf(t, c, "p0")
+		d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.exited
+		d = startServeEnv(t, bin, dir, []string{"CAPSULE_HOST_TEST_CRASH_POINTS=" + step})
+		awaitServing(t, c, d)
+		b, _ := json.Marshal(map[string]any{"command": "sleep 1000 # " + mark})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: "spawn_background_process", Input: b, Principal: "p0"})
+		cancel()
+		select {
+		case <-d.exited:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("step %s: serve still runs 20 s after the spawn (call: %v): the step was not reached", step, err)
+		}
+		var ee *exec.ExitError
+		if !errors.As(d.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("step %s: serve ended with %v, want its own SIGKILL at the step", step, d.err)
+		}
+		journaled = journaled || step == "spawn-journaled"
+		d = startServe(t, bin, dir)
+		awaitServing(t, c, d)
+		want := before
+		if journaled {
+			want++ // journaled before the crash: the restart adopted it
+		}
+		if got := runningOf(t, c, "p0"); got != want {
+			t.Fatalf("step %s: p0 runs %d after the restart, want %d (%d before the cut-off spawn)", step, got, want, before)
+		}
+		checkCrashInvariants(t, c, "after step "+step, principals, mark, maxConc)
+		d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.exited
+	}
+}
+
+// runningOf counts principal's running processes as list_processes shows them.
+func runningOf(t testing.TB, c *api.Client, principal string) int {
+	t.Helper()
+	m, code := shellCall(t, c, principal, "list_processes", map[string]any{})
+	if code != "" {
+		t.Fatalf("list_processes as %s: %s", principal, code)
+	}
+	n := 0
+	for _, e := range m["processes"].([]any) {
+		if e.(map[string]any)["running"] == true {
+			n++
+		}
+	}
+	return n
+}
+
 // checkCrashInvariants: live processes == listed running ones, and the
 // concurrency quota of each principal is exact.
-func checkCrashInvariants(t *testing.T, c *api.Client, round int, principals []string, mark string, maxConc int) {
+func checkCrashInvariants(t *testing.T, c *api.Client, round string, principals []string, mark string, maxConc int) {
 	t.Helper()
 	running := func() int {
 		n := 0
 		for _, p := range principals {
 			m, code := shellCall(t, c, p, "list_processes", map[string]any{})
 			if code != "" {
-				t.Fatalf("round %d: list as %s: %s", round, p, code)
+				t.Fatalf("%s: list as %s: %s", round, p, code)
 			}
 			for _, e := range m["processes"].([]any) {
 				if e.(map[string]any)["running"] == true {
@@ -640,16 +713,10 @@ func checkCrashInvariants(t *testing.T, c *api.Client, round int, principals []s
 		}
 	}
 	if want != alive {
-		t.Fatalf("round %d: %d processes listed as running, %d alive: %v", round, want, alive, withMarker(mark))
+		t.Fatalf("%s: %d processes listed as running, %d alive: %v", round, want, alive, withMarker(mark))
 	}
 	for _, p := range principals {
-		m, _ := shellCall(t, c, p, "list_processes", map[string]any{})
-		r := 0
-		for _, e := range m["processes"].([]any) {
-			if e.(map[string]any)["running"] == true {
-				r++
-			}
-		}
+		r := runningOf(t, c, p)
 		started := 0
 		for i := 0; i <= maxConc; i++ {
 			_, code := shellCall(t, c, p, "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
@@ -659,21 +726,21 @@ func checkCrashInvariants(t *testing.T, c *api.Client, round int, principals []s
 			started++
 		}
 		if started != maxConc-r {
-			t.Fatalf("round %d: %s had %d running and could start %d more, want exactly %d (quota %d)", round, p, r, started, maxConc-r, maxConc)
+			t.Fatalf("%s: %s had %d running and could start %d more, want exactly %d (quota %d)", round, p, r, started, maxConc-r, maxConc)
 		}
 		// Free half the slots, so the next round's churn spawns again.
-		m, _ = shellCall(t, c, p, "list_processes", map[string]any{})
+		m, _ := shellCall(t, c, p, "list_processes", map[string]any{})
 		killed := 0
 		for _, e := range m["processes"].([]any) {
 			if em := e.(map[string]any); em["running"] == true && killed < maxConc/2 {
 				if _, code := shellCall(t, c, p, "kill_process", map[string]any{"id": em["id"], "grace_ms": 0}); code != "" {
-					t.Fatalf("round %d: kill: %s", round, code)
+					t.Fatalf("%s: kill: %s", round, code)
 				}
 				killed++
 			}
 		}
 	}
-	t.Logf("round %d: %d running before the top-up, all alive, quotas exact", round, want)
+	t.Logf("%s: %d running before the top-up, all alive, quotas exact", round, want)
 }
 
 var keepersStopped sync.Map // dir → registered

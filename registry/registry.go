@@ -93,6 +93,7 @@ type proc struct {
 	reason      Reason
 	reasonSet   bool
 	exited      bool
+	recorded    chan struct{} // closed once the exit's slots and journal are settled
 	exit        Exit
 	exitAt      time.Time
 	forgotten   bool
@@ -444,8 +445,10 @@ func (r *Registry) terminate(ctx context.Context, p *proc, grace time.Duration) 
 func (r *Registry) recordExit(p *proc) {
 	r.mu.Lock()
 	done := p.exited || p.h == nil || p.detached
+	rec := p.recorded
 	r.mu.Unlock()
 	if done {
+		awaitRecorded(rec)
 		return
 	}
 	select {
@@ -462,10 +465,15 @@ func (r *Registry) recordExit(p *proc) {
 	}
 	r.mu.Lock()
 	if p.exited || p.detached {
+		rec := p.recorded
 		r.mu.Unlock()
+		awaitRecorded(rec)
 		return
 	}
 	p.exited, p.exit, p.exitAt = true, e, r.now()
+	rec = make(chan struct{})
+	p.recorded = rec
+	defer close(rec)
 	if !p.reasonSet {
 		p.reason, p.reasonSet = lostOr(ex.Lost, ReasonSelfExit), true
 	}
@@ -492,6 +500,26 @@ func (r *Registry) recordExit(p *proc) {
 			attrs = append(attrs, "killed_for", string(ex.KilledFor))
 		}
 		r.log.Info("process exited", append(attrs, "code", ex.Code, "signal", int(ex.Signal))...)
+	}
+}
+
+// recordBound bounds how long a second recorder of one exit waits for the
+// first: the directory release and the journal write are bounded each.
+const recordBound = 2*dirBound + 5*time.Second
+
+// awaitRecorded waits until the exit another caller is recording has
+// returned its slots, so that whoever returns after recordExit (a
+// run-to-completion spawn, wait) sees the quota it took given back, in
+// the directory too, not a moment later. nil: nothing is being recorded.
+func awaitRecorded(rec chan struct{}) {
+	if rec == nil {
+		return
+	}
+	t := time.NewTimer(recordBound)
+	defer t.Stop()
+	select {
+	case <-rec:
+	case <-t.C:
 	}
 }
 

@@ -5,3 +5,6 @@ var SweepStale = sweepStale
 
 // HelperArg0 is the exec helper's reexec role name.
 const HelperArg0 = helperArg0
+
+// PoolGroupPrefix begins the names of this process's pooled cgroups.
+func PoolGroupPrefix() string { return hostTag + "-pool" }

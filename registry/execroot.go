@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"strings"
 
 	"github.com/capsule-host/capsule-host/sandbox"
 )
@@ -31,7 +30,7 @@ import (
 // under reports whether the in-root path p is one of dirs or below one.
 func under(p string, dirs []string) bool {
 	for _, d := range dirs {
-		if p == d || d == "/" || strings.HasPrefix(p, d+"/") {
+		if sandbox.Within(d, p) {
 			return true
 		}
 	}
@@ -80,7 +79,7 @@ func rootExecutable(root string, hidden []string, p string) (string, error) {
 // use as argv[0]. As on the host, a command that is neither allowed nor
 // found is capability-denied, so a guest cannot probe the image; only an
 // allowed-but-missing entry says "not found".
-func resolveExecInRoot(cmd, path, root string, hidden []string, allowed, literal map[string]bool) (string, error) {
+func resolveExecInRoot(cmd, path, root string, hidden []string, allowed, literal map[string]bool) (argv0, file string, err error) {
 	resolve := func(c string) (string, error) { return rootExecutable(root, hidden, c) }
 	found := func(c string) bool { _, err := resolve(c); return err == nil }
 	return matchExec(cmd, path, allowed, literal, "in the sandbox's root filesystem", found, resolve)

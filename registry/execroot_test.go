@@ -88,7 +88,7 @@ func TestResolveExecInRoot(t *testing.T) {
 		{"/bin/loop", "", ErrCapabilityDenied},
 	}
 	for _, tc := range tests {
-		got, err := resolveExecInRoot(tc.cmd, path, root, imageHidden, cs.exec, cs.literal)
+		got, _, err := resolveExecInRoot(tc.cmd, path, root, imageHidden, cs.exec, cs.literal)
 		if tc.err != nil {
 			if !errors.Is(err, tc.err) || got != "" {
 				t.Errorf("%s: %q, %v; want %v", tc.cmd, got, err, tc.err)

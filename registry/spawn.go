@@ -79,7 +79,7 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, o
 	if err != nil {
 		return nil, err
 	}
-	argv0, err := r.resolveCommand(o, snap, req.Cmd, envPath(env))
+	argv0, file, err := r.resolveCommand(o, snap, req.Cmd, envPath(env))
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +94,7 @@ func (r *Registry) prepare(o owner, req SpawnRequest, persist *PersistOptions, o
 	pr := &prepared{backend: be, cs: snap.cs, command: req.Cmd, persist: persist, label: deriveLabel(req.Cmd)}
 	pr.spec = sandbox.ProcessSpec{
 		Argv:      append([]string{argv0}, req.Args...),
+		Path:      file,
 		Cwd:       cwd,
 		Env:       env,
 		Stdin:     stdinSpec(req, openStdin),
@@ -184,14 +185,17 @@ func envPath(env []string) string {
 // the policy's exec root, or on the host. A backend whose commands run
 // inside a root (BackendPolicy.ExecInRoot) never falls back to the host
 // when the root is unknown: that would check a file the sandbox never
-// runs.
-func (r *Registry) resolveCommand(o owner, snap capsuleSnap, cmd, path string) (string, error) {
+// runs. file is the host file to execute (ProcessSpec.Path), empty in a
+// root: the image is not the guest's to change (the workspace and other
+// mounted-over paths are refused there), and its runtime execs by name.
+func (r *Registry) resolveCommand(o owner, snap capsuleSnap, cmd, path string) (argv0, file string, err error) {
 	pol := &snap.policy
 	switch {
 	case pol.ExecRoot != "":
-		return resolveExecInRoot(cmd, path, pol.ExecRoot, pol.ExecHidden, snap.exec, snap.literal)
+		argv0, _, err = resolveExecInRoot(cmd, path, pol.ExecRoot, pol.ExecHidden, snap.exec, snap.literal)
+		return argv0, "", err
 	case r.cfg.Policies[pol.Backend].ExecInRoot:
-		return "", fmt.Errorf("%w: capsule %q uses the %s backend but its policy has no exec root (the host sets it from the launch profile)", ErrUnavailable, o.capsule, pol.Backend)
+		return "", "", fmt.Errorf("%w: capsule %q uses the %s backend but its policy has no exec root (the host sets it from the launch profile)", ErrUnavailable, o.capsule, pol.Backend)
 	}
 	return resolveExec(cmd, path, snap.exec, snap.literal)
 }
@@ -279,7 +283,7 @@ func applyPersist(pr *prepared, req SpawnRequest, capsule sandbox.Limits) error 
 // command that is neither allowed nor found is capability-denied, so a
 // guest cannot probe the host's filesystem; only an allowed-but-missing
 // entry says "not found".
-func resolveExec(cmd, path string, allowed, literal map[string]bool) (string, error) {
+func resolveExec(cmd, path string, allowed, literal map[string]bool) (argv0, file string, err error) {
 	return matchExec(cmd, path, allowed, literal, "on this host",
 		func(c string) bool {
 			fi, err := os.Stat(c)
@@ -291,14 +295,17 @@ func resolveExec(cmd, path string, allowed, literal map[string]bool) (string, er
 // matchExec is the exec-list check shared by host and image roots:
 // found tells whether a PATH candidate is an executable there, resolve
 // gives an existing candidate's real file, where names the root in the
-// "allowed but not found" message.
-func matchExec(cmd, path string, allowed, literal map[string]bool, where string, found func(string) bool, resolve func(string) (string, error)) (string, error) {
+// "allowed but not found" message. It returns the name to invoke the
+// program by (argv[0]: a multi-call binary reads it) and the real file
+// that was checked: the backend runs that file, so a symlink swapped
+// after the check changes nothing (ProcessSpec.Path).
+func matchExec(cmd, path string, allowed, literal map[string]bool, where string, found func(string) bool, resolve func(string) (string, error)) (argv0, file string, err error) {
 	cand := ""
 	switch {
 	case filepath.IsAbs(cmd):
 		cand = filepath.Clean(cmd)
 	case strings.ContainsRune(cmd, '/'):
-		return "", fmt.Errorf("%w: command %q: a path must be absolute", ErrCapabilityDenied, cmd)
+		return "", "", fmt.Errorf("%w: command %q: a path must be absolute", ErrCapabilityDenied, cmd)
 	default:
 		for _, dir := range filepath.SplitList(path) {
 			if c := filepath.Join(dir, cmd); filepath.IsAbs(dir) && found(c) {
@@ -311,12 +318,12 @@ func matchExec(cmd, path string, allowed, literal map[string]bool, where string,
 		res, err := resolve(cand)
 		switch {
 		case err == nil && allowed[rootExecKey(res, cand)]:
-			return cand, nil
+			return cand, res, nil
 		case err != nil && literal[cand] && errors.Is(err, fs.ErrNotExist):
-			return "", fmt.Errorf("%w: command %q: allowed but not found %s", ErrInvalidInput, cmd, where)
+			return "", "", fmt.Errorf("%w: command %q: allowed but not found %s", ErrInvalidInput, cmd, where)
 		}
 	}
-	return "", fmt.Errorf("%w: command %q is not in the capsule's exec list", ErrCapabilityDenied, cmd)
+	return "", "", fmt.Errorf("%w: command %q is not in the capsule's exec list", ErrCapabilityDenied, cmd)
 }
 
 // principalWorkspace is the principal's own directory under the capsule

@@ -212,15 +212,16 @@ func TestResolveExecExactNeverPrefix(t *testing.T) {
 		{"/nonexistent/x", "", ErrCapabilityDenied},         // no probing of the host FS
 		{missing, "", ErrInvalidInput},                      // allowed but not installed
 	} {
-		got, err := resolveExec(tc.cmd, tc.path, allowed, literal)
+		got, file, err := resolveExec(tc.cmd, tc.path, allowed, literal)
 		if tc.want == nil {
-			// argv[0] is the path as invoked (a multi-call binary reads it).
+			// argv[0] is the path as invoked (a multi-call binary reads it);
+			// the file is what was checked, the allowed binary itself.
 			want := tc.cmd
 			if !filepath.IsAbs(want) {
 				want = filepath.Join(tc.path, tc.cmd)
 			}
-			if err != nil || got != want {
-				t.Errorf("%q: got %q, %v", tc.cmd, got, err)
+			if err != nil || got != want || file != res {
+				t.Errorf("%q: got %q (file %q), %v; want file %q", tc.cmd, got, file, err, res)
 			}
 			continue
 		}

@@ -353,6 +353,14 @@ type ProcessSpec struct {
 	// Argv is the program and its arguments; never shell-interpreted.
 	// Argv[0] must be an absolute path.
 	Argv []string
+	// Path is the file to execute: absolute, already resolved (no
+	// symlink on the way); empty means Argv[0]. The registry sets it to
+	// the file its exec-list check resolved, so what was checked is what
+	// runs: a symlink on the way to Argv[0] that a guest swaps after the
+	// check changes nothing. Argv[0] stays the name the program is
+	// invoked by (a multi-call binary reads it). Backends that run in an
+	// image root (OCI) exec by name and ignore it; see CheckExecPath.
+	Path string
 	// Cwd is an absolute host path, already confined by ConfineCwd.
 	Cwd string
 	// Env is the final, already-scrubbed environment (KEY=VALUE).

@@ -43,6 +43,9 @@ func (s *ProcessSpec) validate() error {
 			return bad("argv[%d]: contains NUL", i)
 		}
 	}
+	if s.Path != "" && (!filepath.IsAbs(s.Path) || filepath.Clean(s.Path) != s.Path || strings.IndexByte(s.Path, 0) >= 0) {
+		return bad("path: %q is not a clean absolute path", s.Path)
+	}
 	if s.Cwd == "" {
 		return bad("cwd: empty")
 	}
@@ -101,4 +104,35 @@ func (s *ProcessSpec) validate() error {
 		return bad("limits.open-files: %d must be >= 0", l.OpenFiles)
 	}
 	return nil
+}
+
+// ExecFile is the file a backend executes for s: Path, or Argv[0].
+func (s *ProcessSpec) ExecFile() string {
+	if s.Path != "" {
+		return s.Path
+	}
+	return s.Argv[0]
+}
+
+// CheckExecPath re-checks, just before the start, that spec.Path is still
+// its own real file: a directory on the way replaced by a symlink since
+// the exec-list check fails closed (ErrInvalidSpec naming both paths)
+// instead of running whatever the link now reaches.
+func CheckExecPath(s *ProcessSpec) error {
+	if s.Path == "" {
+		return nil
+	}
+	real, err := filepath.EvalSymlinks(s.Path)
+	if err != nil {
+		return &SpawnError{Argv0: s.Argv[0], Cause: err}
+	}
+	if real != s.Path {
+		return fmt.Errorf("path: %q (argv[0] %q) now resolves to %q: it changed since the exec check: %w", s.Path, s.Argv[0], real, ErrInvalidSpec)
+	}
+	return nil
+}
+
+// Within reports whether the clean absolute path p is dir or below it.
+func Within(dir, p string) bool {
+	return dir != "" && (p == dir || dir == "/" || strings.HasPrefix(p, dir+"/"))
 }

@@ -326,10 +326,33 @@ func (b *Backend) Args(spec sandbox.ProcessSpec) ([]string, error) {
 		"--dev", "/dev",
 		"--proc", "/proc",
 	)
+	prog, err := program(spec)
+	if err != nil {
+		return nil, err
+	}
 	args = append(args, fsArgs...)
 	args = append(args, "--chdir", spec.Cwd, "--")
 	args = append(args, b.drop...)
-	return append(args, spec.Argv...), nil
+	return append(args, prog...), nil
+}
+
+// program is the argv bwrap runs. What the exec-list check resolved
+// (spec.Path) must be what runs, but bwrap 0.8 and setpriv exec their
+// argv[0]: the file and the invoked name cannot differ. The name is kept
+// when no guest can have changed where it leads since the check: it lies
+// outside the workspace, the only place in the sandbox a guest writes
+// (/bin/sh to dash is the system's own link). A name inside the
+// workspace is a guest's symlink: it runs as its checked file, which is
+// harmless when the base name is the same and refused when it is not (a
+// multi-call binary would run as another program).
+func program(spec sandbox.ProcessSpec) ([]string, error) {
+	if spec.Path == "" || spec.Path == spec.Argv[0] || !sandbox.Within(spec.Isolation.Workspace, spec.Argv[0]) {
+		return spec.Argv, nil
+	}
+	if filepath.Base(spec.Path) != filepath.Base(spec.Argv[0]) {
+		return nil, fmt.Errorf("bwrap: argv[0] %q is a link in the workspace to %q, which bwrap cannot run under the name it was invoked by: %w", spec.Argv[0], spec.Path, sandbox.ErrInvalidSpec)
+	}
+	return append([]string{spec.Path}, spec.Argv[1:]...), nil
 }
 
 // unshare is the namespace flags: every namespace, the network only

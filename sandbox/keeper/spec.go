@@ -14,6 +14,7 @@ import (
 // instead), and spells enums and durations so a human can read a frame.
 type wireSpec struct {
 	Argv      []string      `json:"argv"`
+	Path      string        `json:"path,omitempty"` // absent from a daemon before it: Argv[0]
 	Cwd       string        `json:"cwd"`
 	Env       []string      `json:"env"`
 	Stdin     wireStdin     `json:"stdin"`
@@ -71,7 +72,7 @@ func specToWire(s sandbox.ProcessSpec) (wireSpec, error) {
 		name string
 		ss   []string
 	}{
-		{"argv", s.Argv}, {"env", s.Env},
+		{"argv", s.Argv}, {"path", []string{s.Path}}, {"env", s.Env},
 		{"cwd", []string{s.Cwd}}, {"output.spill-dir", []string{s.Output.SpillDir}},
 		{"isolation", []string{s.Isolation.Workspace, s.Isolation.Profile}}, {"label", []string{s.Label}},
 		{"terminal.term", []string{termOf(s.Terminal)}},
@@ -82,7 +83,7 @@ func specToWire(s sandbox.ProcessSpec) (wireSpec, error) {
 		}
 	}
 	w := wireSpec{
-		Argv: s.Argv, Cwd: s.Cwd, Env: s.Env,
+		Argv: s.Argv, Path: s.Path, Cwd: s.Cwd, Env: s.Env,
 		Stdin:   wireStdin{Mode: stdinModes[s.Stdin.Mode], Data: s.Stdin.Data},
 		Output:  wireOutput{RingBytes: s.Output.RingBytes, SpillBytes: s.Output.SpillBytes, Overflow: overflows[s.Output.Overflow], SpillDir: s.Output.SpillDir, RateBytes: s.Output.Rate.BytesPerSec, RateBurst: s.Output.Rate.Burst},
 		GraceNS: int64(s.Grace), DrainNS: int64(s.Drain),
@@ -100,7 +101,7 @@ func specToWire(s sandbox.ProcessSpec) (wireSpec, error) {
 // is validated by the backend, as any spec.
 func (w wireSpec) spec() (sandbox.ProcessSpec, error) {
 	s := sandbox.ProcessSpec{
-		Argv: w.Argv, Cwd: w.Cwd, Env: w.Env,
+		Argv: w.Argv, Path: w.Path, Cwd: w.Cwd, Env: w.Env,
 		Stdin:  sandbox.StdinSpec{Data: w.Stdin.Data},
 		Output: sandbox.OutputSpec{RingBytes: w.Output.RingBytes, SpillBytes: w.Output.SpillBytes, SpillDir: w.Output.SpillDir, Rate: sandbox.OutputRate{BytesPerSec: w.Output.RateBytes, Burst: w.Output.RateBurst}},
 		Grace:  time.Duration(w.GraceNS), Drain: time.Duration(w.DrainNS),

@@ -15,7 +15,7 @@ import (
 // carries it) and survives the trip through JSON unchanged.
 func TestSpecWireCoversEveryField(t *testing.T) {
 	s := sandbox.ProcessSpec{
-		Argv: []string{"/bin/x", "ä"}, Cwd: "/w", Env: []string{"A=1"},
+		Argv: []string{"/bin/x", "ä"}, Path: "/usr/bin/x", Cwd: "/w", Env: []string{"A=1"},
 		Stdin:     sandbox.StdinSpec{Mode: sandbox.StdinOpen, Data: []byte{0, 1, 255}},
 		Output:    sandbox.OutputSpec{RingBytes: 1, SpillBytes: 2, Overflow: sandbox.Backpressure, SpillDir: "/s", Rate: sandbox.OutputRate{BytesPerSec: 3, Burst: 4}},
 		Grace:     3 * time.Second,

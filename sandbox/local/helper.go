@@ -29,7 +29,8 @@ import (
 // first, never by side effect of linking this package.
 //
 // Protocol: argv = [helperArg0, "-nofile", N, "-cpu", S, "-join", FILE...,
-// "--", program argv...]; the helper's own environment is empty; fd 3 is a
+// "-exec", PATH, "--", program argv...] (-exec: the file to run, when it
+// is not the program's argv[0]: ProcessSpec.Path); the helper's own environment is empty; fd 3 is a
 // close-on-exec status pipe: EOF means the exec succeeded, otherwise it
 // carries "<errno> <message>"; fd 4 carries the program's environment,
 // NUL-separated, until EOF.
@@ -64,6 +65,7 @@ func helperMain(args []string) int {
 		fmt.Fprintf(status, "%d %v", int(errno), err)
 		return 127
 	}
+	exec := ""
 	for len(args) > 0 && args[0] != "--" {
 		if len(args) < 2 {
 			return fail(fmt.Errorf("helper: bad arguments"))
@@ -80,6 +82,8 @@ func helperMain(args []string) int {
 			if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n}); err != nil {
 				return fail(fmt.Errorf("rlimit open-files %d: %w", n, err))
 			}
+		case "-exec":
+			exec = val
 		case "-cpu":
 			n, _ := strconv.ParseUint(val, 10, 64)
 			// Soft limit: SIGXCPU; hard limit one second later: SIGKILL,
@@ -104,5 +108,8 @@ func helperMain(args []string) int {
 		}
 	}
 	argv := args[1:]
-	return fail(syscall.Exec(argv[0], argv, env))
+	if exec == "" {
+		exec = argv[0]
+	}
+	return fail(syscall.Exec(exec, argv, env))
 }

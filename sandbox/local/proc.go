@@ -115,8 +115,11 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.ProcessSpec) (sandbox.
 // execArgv is what runs for spec: its argv, or the wrapper's (checked to
 // be absolute, after checking that spec.Argv[0] is executable here).
 func (b *Backend) execArgv(spec sandbox.ProcessSpec) ([]string, error) {
+	if err := sandbox.CheckExecPath(&spec); err != nil {
+		return nil, err
+	}
 	if b.checkArgv0 {
-		if err := unix.Access(spec.Argv[0], unix.X_OK); err != nil {
+		if err := unix.Access(spec.ExecFile(), unix.X_OK); err != nil {
 			return nil, &sandbox.SpawnError{Argv0: spec.Argv[0], Cause: err}
 		}
 	}

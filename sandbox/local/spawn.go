@@ -172,10 +172,13 @@ func (s *spawn) outputPipe(name string) (*os.File, error) {
 // helper (helper.go) when a limit needs it, with its status pipe (fd 3)
 // and environment pipe (fd 4).
 func (p *proc) setupExec(s *spawn) error {
-	s.path, s.args, s.env = s.argv[0], s.argv, p.spec.Env
+	s.path, s.args, s.env = p.execFile(s), s.argv, p.spec.Env
 	flags := p.helperFlags()
 	if len(flags) == 0 {
 		return nil
+	}
+	if s.path != s.argv[0] {
+		flags = append(flags, "-exec", s.path)
 	}
 	sr, sw, err := os.Pipe()
 	if err != nil {
@@ -199,6 +202,16 @@ func (p *proc) setupExec(s *spawn) error {
 	// GODEBUG, GOGC, ...) must never see variables a guest chose.
 	s.env = []string{}
 	return nil
+}
+
+// execFile is the file that runs: the spec's checked Path (or Argv[0])
+// when the program runs directly; the wrapper's argv[0] when wrapped (the
+// wrapper puts Path in its own argv: bwrap.Args).
+func (p *proc) execFile(s *spawn) string {
+	if p.b.wrap == nil {
+		return p.spec.ExecFile()
+	}
+	return s.argv[0]
 }
 
 // helperFlags are the exec helper's flags for this spec; none means the

@@ -119,7 +119,7 @@ func (s *store) instantiate(ctx context.Context, cm wazero.CompiledModule, resol
 		WithStdout(writerOrDiscard(s.cfg.Stdout)).WithStderr(writerOrDiscard(s.cfg.Stderr))
 	lm := (*limitedMemory)(nil)
 	if p := instanceLimit(s.e.limit, s.cfg.MemoryLimitPages); p > 0 {
-		rctx, lm = withLimitedMemory(rctx, uint64(p)*65536)
+		rctx, lm = withLimitedMemory(rctx, uint64(p)*65536, &s.e.closing)
 		if s.budget == nil {
 			s.budget = &memBudget{limit: uint64(p) * 65536}
 		}

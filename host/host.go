@@ -92,6 +92,12 @@ type Config struct {
 	// times its per-instance limit may not exceed it, or the manifest is
 	// refused at load (default DefaultCapsuleGuestMemoryBytes).
 	CapsuleGuestMemoryBytes int64
+	// GuestLogLinesPerSec and GuestLogBurst rate-limit the lines a
+	// capsule's guests write to stdout and stderr, which go to the
+	// daemon's log, per capsule across its pool (defaults
+	// DefaultGuestLogLinesPerSec, DefaultGuestLogBurst). Lines over the
+	// rate are dropped and the count logged.
+	GuestLogLinesPerSec, GuestLogBurst int
 }
 
 // Defaults.
@@ -269,6 +275,15 @@ func guestMemoryDefaults(cfg *Config) error {
 	}
 	if cfg.CapsuleGuestMemoryBytes < cfg.GuestMemoryBytes {
 		return fmt.Errorf("host: Config.CapsuleGuestMemoryBytes %d is below GuestMemoryBytes %d: no pool could hold one instance", cfg.CapsuleGuestMemoryBytes, cfg.GuestMemoryBytes)
+	}
+	if cfg.GuestLogLinesPerSec == 0 {
+		cfg.GuestLogLinesPerSec = DefaultGuestLogLinesPerSec
+	}
+	if cfg.GuestLogBurst == 0 {
+		cfg.GuestLogBurst = DefaultGuestLogBurst
+	}
+	if cfg.GuestLogLinesPerSec < 0 || cfg.GuestLogBurst < 1 {
+		return fmt.Errorf("host: Config.GuestLogLinesPerSec %d and GuestLogBurst %d must be positive", cfg.GuestLogLinesPerSec, cfg.GuestLogBurst)
 	}
 	return nil
 }

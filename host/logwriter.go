@@ -25,11 +25,12 @@ func newLineLog(log *slog.Logger, stream string, limit *logLimit) *lineLog {
 	return &lineLog{log: log, stream: stream, limit: limit}
 }
 
-// Guest log rate, per capsule: a guest printing in a loop would otherwise
-// fill the daemon's log (and its disk) at the speed of a host call.
+// The default guest log rate, per capsule (Config.GuestLogLinesPerSec,
+// GuestLogBurst): a guest printing in a loop would otherwise fill the
+// daemon's log (and its disk) at the speed of a host call.
 const (
-	guestLogLinesPerSec = 100
-	guestLogBurst       = 1000
+	DefaultGuestLogLinesPerSec = 100
+	DefaultGuestLogBurst       = 1000
 )
 
 // logLimit is a token bucket of log records shared by every instance of

@@ -65,7 +65,7 @@ func newPool(h *Host, c *Capsule) *pool {
 		c:       c,
 		tokens:  make(chan struct{}, c.Manifest.Pool.Max),
 		share:   newShareGate(c.Manifest.Pool.Max, c.Manifest.Pool.MaxPerPrincipal),
-		logs:    newLogLimit(h.log.With("capsule", c.Name()), guestLogLinesPerSec, guestLogBurst),
+		logs:    newLogLimit(h.log.With("capsule", c.Name()), h.cfg.GuestLogLinesPerSec, h.cfg.GuestLogBurst),
 		drained: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}

@@ -147,6 +147,12 @@ func (ck *checker) guests(c *Config) error {
 	if t := g.CapsuleMemoryBytes; t != 0 && (t < per || t > 1<<40) {
 		return ck.fail("guests.capsule_memory_bytes", "%d is out of range [%d (guests.memory_bytes: one instance), %d]", t, per, int64(1<<40))
 	}
+	if n := g.LogLinesPerSec; n < 0 || n > 1_000_000 {
+		return ck.fail("guests.log_lines_per_sec", "%d is out of range [1, 1000000] (0: the default, 100)", n)
+	}
+	if n := g.LogBurst; n < 0 || n > 1_000_000 {
+		return ck.fail("guests.log_burst", "%d is out of range [1, 1000000] (0: the default, 1000)", n)
+	}
 	return nil
 }
 

@@ -194,6 +194,11 @@ type Guests struct {
 	// per-instance limit may not exceed it, or the manifest is refused at
 	// load (default DefaultCapsuleGuestMemoryBytes).
 	CapsuleMemoryBytes int64 `toml:"capsule_memory_bytes"`
+	// LogLinesPerSec and LogBurst bound the lines one capsule's guests
+	// write to the daemon's log (defaults 100 per second, bursts of 1,000);
+	// lines over the rate are dropped and counted in the log.
+	LogLinesPerSec int `toml:"log_lines_per_sec"`
+	LogBurst       int `toml:"log_burst"`
 }
 
 // Backends selects and configures execution backends.
@@ -326,6 +331,10 @@ const (
 	// 2 GiB per capsule (the default pool.max of 8 at 256 MiB).
 	DefaultGuestMemoryBytes        = 256 << 20
 	DefaultCapsuleGuestMemoryBytes = 2 << 30
+	// DefaultGuestLogLinesPerSec and DefaultGuestLogBurst are the host's
+	// guest log rate (host.DefaultGuestLogLinesPerSec, ...).
+	DefaultGuestLogLinesPerSec = 100
+	DefaultGuestLogBurst       = 1000
 	// DefaultSandboxID is backends.bwrap.uid's and gid's default: the
 	// conventional unprivileged nobody/nogroup (65534).
 	DefaultSandboxID = 65534
@@ -387,6 +396,12 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Guests.CapsuleMemoryBytes == 0 {
 		c.Guests.CapsuleMemoryBytes = DefaultCapsuleGuestMemoryBytes
+	}
+	if c.Guests.LogLinesPerSec == 0 {
+		c.Guests.LogLinesPerSec = DefaultGuestLogLinesPerSec
+	}
+	if c.Guests.LogBurst == 0 {
+		c.Guests.LogBurst = DefaultGuestLogBurst
 	}
 	c.applyIsolationDefaults()
 	if c.Backends.OCI.Root == "" {

@@ -21,7 +21,8 @@ func TestExampleParses(t *testing.T) {
 	if got := c.Backends.Enabled; len(got) != 1 || got[0] != "bwrap" {
 		t.Fatalf("backends %v", got)
 	}
-	if c.Guests.MemoryBytes != DefaultGuestMemoryBytes || c.Guests.CapsuleMemoryBytes != DefaultCapsuleGuestMemoryBytes || c.Processes.Path != DefaultProcessPath {
+	if c.Guests.MemoryBytes != DefaultGuestMemoryBytes || c.Guests.CapsuleMemoryBytes != DefaultCapsuleGuestMemoryBytes || c.Processes.Path != DefaultProcessPath ||
+		c.Guests.LogLinesPerSec != DefaultGuestLogLinesPerSec || c.Guests.LogBurst != DefaultGuestLogBurst {
 		t.Fatalf("guests %+v, processes.path %q: want the documented defaults", c.Guests, c.Processes.Path)
 	}
 }
@@ -98,6 +99,8 @@ func TestParseErrors(t *testing.T) {
 		{"guest memory unknown key", "[guests]\nmax_memory = 1\n", 2, "guests.max_memory: unknown key"},
 		{"capsule memory below one instance", "[guests]\nmemory_bytes = 1048576\ncapsule_memory_bytes = 65536\n", 3, "guests.capsule_memory_bytes: 65536 is out of range [1048576"},
 		{"capsule memory below default instance", "[guests]\ncapsule_memory_bytes = 1048576\n", 2, "out of range [268435456"},
+		{"guest log rate negative", "[guests]\nlog_lines_per_sec = -5\n", 2, "guests.log_lines_per_sec: -5 is out of range"},
+		{"guest log burst too large", "[guests]\nlog_burst = 2000000\n", 2, "guests.log_burst: 2000000 is out of range"},
 		{"relative process path", "[processes]\npath = \"/usr/bin::bin\"\n", 2, "processes.path"},
 		{"negative cluster capacity", "[cluster]\ncapacity = -2\n", 2, "cluster.capacity"},
 		{"unknown placement", "[cluster]\nplacement = \"random\"\n", 2, "cluster.placement: \"random\""},

@@ -296,10 +296,14 @@ func TestConnectionCapPerClient(t *testing.T) {
 	}
 }
 
-// The config's guest memory defaults are the host's.
+// The config's guest memory and log-rate defaults are the host's.
 func TestGuestMemoryDefaultsAgree(t *testing.T) {
 	if config.DefaultGuestMemoryBytes != host.DefaultGuestMemoryBytes || config.DefaultCapsuleGuestMemoryBytes != host.DefaultCapsuleGuestMemoryBytes {
 		t.Fatalf("config %d/%d, host %d/%d", config.DefaultGuestMemoryBytes, config.DefaultCapsuleGuestMemoryBytes,
 			host.DefaultGuestMemoryBytes, host.DefaultCapsuleGuestMemoryBytes)
+	}
+	if config.DefaultGuestLogLinesPerSec != host.DefaultGuestLogLinesPerSec || config.DefaultGuestLogBurst != host.DefaultGuestLogBurst {
+		t.Fatalf("log rate: config %d/%d, host %d/%d", config.DefaultGuestLogLinesPerSec, config.DefaultGuestLogBurst,
+			host.DefaultGuestLogLinesPerSec, host.DefaultGuestLogBurst)
 	}
 }

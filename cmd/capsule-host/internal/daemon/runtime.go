@@ -284,6 +284,8 @@ func openHost(ctx context.Context, cfg *config.Config, engine string, reg *regis
 		AllowNetwork:            cfg.AllowNetwork,
 		GuestMemoryBytes:        cfg.Guests.MemoryBytes,
 		CapsuleGuestMemoryBytes: cfg.Guests.CapsuleMemoryBytes,
+		GuestLogLinesPerSec:     cfg.Guests.LogLinesPerSec,
+		GuestLogBurst:           cfg.Guests.LogBurst,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the host: %w", err)

@@ -158,17 +158,32 @@ func mergeLines(a, b []logLine) []logLine {
 
 const stampWidth = len("2006-01-02T15:04:05.000000000Z")
 
-func writeLine(w io.Writer, p logsPlan, l logLine) error {
-	if p.stamps {
+// lineWriter prints lines. A line that ends without a newline (a stream's
+// unfinished last line) gets one before the next line is printed, so two
+// streams' lines never run together on one line.
+type lineWriter struct {
+	w      io.Writer
+	stamps bool
+	open   bool // the last line printed had no newline
+}
+
+func (lw *lineWriter) write(l logLine) error {
+	if lw.open {
+		if _, err := io.WriteString(lw.w, "\n"); err != nil {
+			return err
+		}
+	}
+	if lw.stamps {
 		s := "-"
 		if l.t != 0 {
 			s = time.Unix(0, l.t).UTC().Format("2006-01-02T15:04:05.000000000Z")
 		}
-		if _, err := fmt.Fprintf(w, "%-*s ", stampWidth, s); err != nil {
+		if _, err := fmt.Fprintf(lw.w, "%-*s ", stampWidth, s); err != nil {
 			return err
 		}
 	}
-	_, err := w.Write(l.text)
+	lw.open = len(l.text) > 0 && l.text[len(l.text)-1] != '\n'
+	_, err := lw.w.Write(l.text)
 	return err
 }
 
@@ -247,20 +262,21 @@ func runLogLines(e *env, o *opts, id string) error {
 	if p.tail >= 0 && len(all) > p.tail {
 		all = all[len(all)-p.tail:]
 	}
+	lw := &lineWriter{w: e.stdout, stamps: p.stamps}
 	for _, l := range all {
-		if err := writeLine(e.stdout, p, l); err != nil {
+		if err := lw.write(l); err != nil {
 			return err
 		}
 	}
 	if !o.follow {
 		return nil
 	}
-	return followLines(e, c, id, p, cuts, cursors, eofs)
+	return followLines(e, c, id, lw, p, cuts, cursors, eofs)
 }
 
 // followLines follows each stream (both, with --merged, each on its own
 // goroutine) and prints whole lines as they complete, in arrival order.
-func followLines(e *env, c *api.Client, id string, p logsPlan, cuts []*lineCutter, cursors []string, eofs []bool) error {
+func followLines(e *env, c *api.Client, id string, lw *lineWriter, p logsPlan, cuts []*lineCutter, cursors []string, eofs []bool) error {
 	info, err := c.Process(e.ctx, id)
 	if err != nil {
 		return err
@@ -272,7 +288,7 @@ func followLines(e *env, c *api.Client, id string, p logsPlan, cuts []*lineCutte
 		mu.Lock()
 		defer mu.Unlock()
 		if werr == nil {
-			werr = writeLine(e.stdout, p, l)
+			werr = lw.write(l)
 		}
 	}
 	errs := make(chan error, len(p.streams))

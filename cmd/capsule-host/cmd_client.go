@@ -66,20 +66,7 @@ read and stop the process through the operator commands.`,
 		},
 		&command{
 			name: "logs", args: "ID [--stderr|--merged] [-f] [--tail N] [--since D] [--timestamps] [--cursor C] [--max N]", summary: "print a process's output (without draining it)", minArgs: 1, maxArgs: 1,
-			help: `Prints a process's stdout (or --stderr) from the oldest retained byte, or
-from --cursor. Reading never drains: any number of readers see the same
-output. -f follows until the process exits (Ctrl-C stops following, not
-the process). Bytes lost to the log limits are reported on stderr.
---json prints each chunk as JSON (data is base64) with the next cursor.
-
-The line flags work on lines, each timed by when its first byte was
-captured (the daemon records a time per write; very old bytes keep a
-coarser, earlier time): --tail N prints the last N lines, --since 10m
-(or an RFC 3339 time) only lines captured since, --timestamps prefixes
-each line with its capture time ("-" when unknown), and --merged
-interleaves stdout and stderr in capture order (each stream keeps its own
-order; lines captured in the same millisecond may interleave either way).
-With -f they apply to what is retained, then new lines follow.`,
+			help: logsHelp,
 			flags: func(fs *flag.FlagSet, o *opts) {
 				fs.BoolVar(&o.stderr, "stderr", false, "read stderr instead of stdout")
 				fs.BoolVar(&o.follow, "f", false, "follow: keep printing until the process exits")
@@ -448,3 +435,19 @@ func runStop(e *env, o *opts, args []string) error {
 	fmt.Fprintf(e.stdout, "stopped %s: %s\n", p.LogID, api.ExitText(&ex))
 	return nil
 }
+
+// logsHelp is the help of logs (its line flags are cmd_logs.go).
+const logsHelp = `Prints a process's stdout (or --stderr) from the oldest retained byte, or
+from --cursor. Reading never drains: any number of readers see the same
+output. -f follows until the process exits (Ctrl-C stops following, not
+the process). Bytes lost to the log limits are reported on stderr.
+--json prints each chunk as JSON (data is base64) with the next cursor.
+
+The line flags work on lines, each timed by when its first byte was
+captured (the daemon records a time per write; very old bytes keep a
+coarser, earlier time): --tail N prints the last N lines, --since 10m
+(or an RFC 3339 time) only lines captured since, --timestamps prefixes
+each line with its capture time ("-" when unknown), and --merged
+interleaves stdout and stderr in capture order (each stream keeps its own
+order; lines captured in the same millisecond may interleave either way).
+With -f they apply to what is retained, then new lines follow.`

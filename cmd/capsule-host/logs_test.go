@@ -170,20 +170,29 @@ func TestLogsLineFlags(t *testing.T) {
 	}
 }
 
+// cliResult is one CLI run's output and exit code.
+type cliResult struct {
+	out, errOut string
+	code        int
+}
+
+// cliAsync runs the CLI on a goroutine of its own (a follow, which ends
+// with the process).
+func (d *testDaemon) cliAsync(t *testing.T, args ...string) <-chan cliResult {
+	done := make(chan cliResult, 1)
+	go func() {
+		o, e, c := d.cli(t, args...)
+		done <- cliResult{o, e, c}
+	}()
+	return done
+}
+
 // `logs --merged --timestamps -f` on a live process follows both streams
 // with whole, timed lines until the process is stopped.
 func TestLogsMergedFollow(t *testing.T) {
 	d := startDaemon(t, nil)
 	id := d.spawnTicker(t, "alice")
-	type res struct {
-		out, errOut string
-		code        int
-	}
-	done := make(chan res, 1)
-	go func() {
-		o, e, c := d.cli(t, "logs", id, "--merged", "--timestamps", "-f")
-		done <- res{o, e, c}
-	}()
+	done := d.cliAsync(t, "logs", id, "--merged", "--timestamps", "-f")
 	waitFor(t, func() bool {
 		o, _, _ := d.cli(t, "logs", id, "--stderr")
 		return strings.Contains(o, "err 3\n")

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,7 +22,8 @@ import (
 // against `tmux send-keys -l x` then `tmux capture-pane -p` until the same
 // (cat on a terminal at 80×24 on both; x and BSpace alternate, so the row
 // goes "x", "", "x"...). The capsule-host side runs twice: the full binary
-// and the lean client build. Sides are interleaved, 10 keystrokes each per
+// and the lean client build; "api" is the same requests from an in-process
+// client (the daemon's share). Sides are interleaved, 10 keystrokes each per
 // iteration, so load hits them alike. It reports each side's median and
 // the ratio of the medians (the issue's goal: keystroke/tmux < 1) and how
 // many screen reads a keystroke took (the screen lags the key by the
@@ -38,47 +38,39 @@ func BenchmarkKeystrokeCLIVsTmux(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = r.tmux("kill-server")() })
-	bin := func(path, id string) keystrokeSide {
-		return keystrokeSide{
-			send:   func(k []string) []string { return append([]string{path, "send", id}, append(k, "--socket", r.sock)...) },
-			screen: []string{path, "screen", id, "--socket", r.sock},
+	cli := func(send func(k []string) []string, screen []string) *keystrokeSide {
+		return &keystrokeSide{
+			send:   func(k []string) error { _, err := r.output(send(k)); return err },
+			screen: func() (string, error) { return r.output(screen) },
 		}
+	}
+	bin := func(path, id string) *keystrokeSide {
+		return cli(func(k []string) []string { return append([]string{path, "send", id}, append(k, "--socket", r.sock)...) },
+			[]string{path, "screen", id, "--socket", r.sock})
 	}
 	tmuxArgs := []string{"tmux", "-S", r.tmuxSock, "-f", "/dev/null"}
-	sides := []struct {
-		name string
-		keystrokeSide
-	}{
-		{"capsule-host", bin(r.bin, ours)},
-		{"lean", bin(r.leanBin, lean)},
-		{"tmux", keystrokeSide{
-			send:   func(k []string) []string { return append(append(tmuxArgs, "send-keys", "-t", "term"), k...) },
-			screen: append(tmuxArgs, "capture-pane", "-p", "-t", "term"),
+	apiID := r.startCat()
+	ks := []*keystrokeSide{bin(r.bin, ours), bin(r.leanBin, lean),
+		cli(func(k []string) []string { return append(append(tmuxArgs, "send-keys", "-t", "term"), k...) },
+			append(tmuxArgs, "capture-pane", "-p", "-t", "term")),
+		// The daemon's share: the same requests from an in-process client.
+		{send: func(k []string) error {
+			key := api.Key{Name: k[0]}
+			if k[0] == "-l" {
+				key = api.Key{Text: k[1]}
+			}
+			_, err := r.c.Input(context.Background(), apiID, api.InputRequest{Keys: []api.Key{key}})
+			return err
+		}, screen: func() (string, error) {
+			s, err := r.c.Screen(context.Background(), apiID, 0)
+			return strings.Join(s.Lines, "\n"), err
 		}},
 	}
-	times := make([][]time.Duration, len(sides))
-	reads := make([]int, len(sides))
-	for b.Loop() {
-		for i := range 10 {
-			for k := range sides {
-				j := (k + i) % len(sides)
-				start := time.Now()
-				n, err := sides[j].stroke(r, i%2 == 0)
-				if err != nil {
-					b.Fatalf("%s: %v", sides[j].name, err)
-				}
-				times[j] = append(times[j], time.Since(start))
-				reads[j] += n
-			}
-		}
-	}
-	med := map[string]float64{}
+	sides := []benchSide{{"capsule-host", ks[0].stroke}, {"lean", ks[1].stroke}, {"tmux", ks[2].stroke}, {"api", ks[3].stroke}}
+	times := interleave(b, sides, 10)
+	med := reportMedians(b, sides, times)
 	for j, s := range sides {
-		m, iqr := medianIQR(times[j])
-		med[s.name] = m
-		b.ReportMetric(m, s.name+"-ms")
-		b.ReportMetric(iqr, s.name+"-iqr-ms")
-		b.ReportMetric(float64(reads[j])/float64(len(times[j])), s.name+"-reads/key")
+		b.ReportMetric(float64(ks[j].reads)/float64(len(times[j])), s.name+"-reads/key")
 	}
 	b.ReportMetric(med["capsule-host"]/med["tmux"], "keystroke/tmux")
 	b.ReportMetric(med["lean"]/med["tmux"], "lean-keystroke/tmux")
@@ -102,45 +94,35 @@ func (r *clientBench) startCat() string {
 
 // keystrokeSide is one CLI's way to send a key and read the screen.
 type keystrokeSide struct {
-	send   func(keys []string) []string
-	screen []string
+	send   func(keys []string) error // tmux's words: -l x, or a key name
+	screen func() (string, error)
+	typed  bool // the row shows "x": the next key is BSpace
+	reads  int  // screen reads so far
 }
 
-// stroke sends x (type) or BSpace, then reads the screen until its first
-// row shows the echo; it returns how many reads that took.
-func (s keystrokeSide) stroke(r *clientBench, typeX bool) (int, error) {
-	key, want := []string{"BSpace"}, ""
-	if typeX {
-		key, want = []string{"-l", "x"}, "x"
+// stroke sends x or BSpace (alternately), then reads the screen until its
+// first row shows the echo.
+func (s *keystrokeSide) stroke() error {
+	key, want := []string{"-l", "x"}, "x"
+	if s.typed {
+		key, want = []string{"BSpace"}, ""
 	}
-	if _, err := r.output(s.send(key)); err != nil {
-		return 0, err
+	s.typed = !s.typed
+	if err := s.send(key); err != nil {
+		return err
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for n := 1; ; n++ {
-		out, err := r.output(s.screen)
+	for {
+		out, err := s.screen()
+		s.reads++
 		if err != nil {
-			return n, err
+			return err
 		}
 		if first, _, _ := strings.Cut(out, "\n"); strings.TrimRight(first, " ") == want {
-			return n, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return n, fmt.Errorf("no echo %q within 20s: screen %q", want, out)
+			return fmt.Errorf("no echo %q within 20s: screen %q", want, out)
 		}
 	}
-}
-
-// output runs argv once and returns its stdout.
-func (r *clientBench) output(argv []string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = r.env
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%v: %w: %s", argv, err, errOut.Bytes())
-	}
-	return out.String(), nil
 }

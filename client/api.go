@@ -246,6 +246,16 @@ type LogChunk struct {
 	Next         string `json:"next"`
 	BytesDropped uint64 `json:"bytes_dropped"`
 	EOF          bool   `json:"eof"`
+	// Times says when Data's bytes were captured: Data[At:] up to the next
+	// entry was written at UnixNano. Bytes before the first entry have no
+	// recorded time (a daemon older than times, or a keeper restarted).
+	Times []LogTime `json:"times,omitempty"`
+}
+
+// LogTime is one capture time of a LogChunk.
+type LogTime struct {
+	At       int   `json:"at"`
+	UnixNano int64 `json:"unix_nano"`
 }
 
 // StopRequest asks for a graceful stop: SIGTERM, then SIGKILL after

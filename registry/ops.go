@@ -292,7 +292,20 @@ func (r *Registry) readSince(p *proc, s Stream, cursor *string, max uint32) (Log
 	if p.overflow == sandbox.Backpressure {
 		l.Ack(c.Next)
 	}
-	return LogChunk{Data: c.Data, Next: r.encodeCursor(p.key, s, c.Next), BytesDropped: uint64(c.Dropped), EOF: c.EOF}, nil
+	return LogChunk{Data: c.Data, Next: r.encodeCursor(p.key, s, c.Next), BytesDropped: uint64(c.Dropped), EOF: c.EOF, Times: logTimes(c)}, nil
+}
+
+// logTimes makes a chunk's marks relative to its Data.
+func logTimes(c sandbox.Chunk) []LogTime {
+	if len(c.Marks) == 0 {
+		return nil
+	}
+	start := c.Next - int64(len(c.Data))
+	out := make([]LogTime, 0, len(c.Marks))
+	for _, m := range c.Marks {
+		out = append(out, LogTime{At: int(max(m.Off-start, 0)), UnixNano: m.Time})
+	}
+	return out
 }
 
 // readErr maps a read's error. A log removed by the cleanup of a release

@@ -234,12 +234,21 @@ const (
 	Stderr
 )
 
-// LogChunk mirrors the WIT log-chunk.
+// LogChunk mirrors the WIT log-chunk. Times is not in the WIT: only the
+// operator API carries it (logs --since, --timestamps, merged order).
 type LogChunk struct {
 	Data         []byte
 	Next         string
 	BytesDropped uint64
 	EOF          bool
+	Times        []LogTime
+}
+
+// LogTime: Data[At:] up to the next LogTime was captured at UnixNano.
+// Bytes before the first LogTime have no recorded time.
+type LogTime struct {
+	At       int
+	UnixNano int64
 }
 
 // Phase mirrors the WIT process-phase.

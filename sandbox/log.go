@@ -20,6 +20,9 @@ type Chunk struct {
 	Dropped int64
 	// EOF: the stream is closed and Next is its end.
 	EOF bool
+	// Marks: when Data's bytes were captured (absolute offsets; see Mark).
+	// Empty when the log keeps no times (an older keeper's answer).
+	Marks []Mark
 }
 
 // OutputLogConfig configures NewOutputLog.
@@ -83,6 +86,8 @@ type OutputLog struct {
 	space    chan struct{} // closed when a backpressured writer may continue
 
 	rate rateBucket // the capture rate (OutputRate); zero: unbounded
+
+	marks markIndex // capture times (logtime.go)
 }
 
 // NewOutputLog creates a log; with SpillBytes > 0 it creates the spill file.
@@ -153,11 +158,14 @@ func (l *OutputLog) Write(p []byte) (int, error) {
 		n := copy(l.blocks[bi][bo:], q)
 		q, off = q[n:], off+int64(n)
 	}
+	now := time.Now()
+	l.marks.add(l.end, now)
 	l.end += int64(len(p))
-	l.rate.take(int64(len(p)), time.Now())
+	l.rate.take(int64(len(p)), now)
 	if l.end-l.start > l.ringCap {
 		l.start = l.end - l.ringCap
 	}
+	l.marks.trim(l.lowLocked())
 	l.notifyLocked()
 	return len(p), err
 }
@@ -244,6 +252,7 @@ func (l *OutputLog) ReadFrom(off int64, max int) (Chunk, error) {
 		}
 	}
 	c.Next = off + n
+	c.Marks = l.marks.span(off, c.Next)
 	c.EOF = l.closed && c.Next == l.end
 	var err error
 	if c.Dropped > 0 && l.spillErr != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/capsule-host/capsule-host/capsules/sdk/process"
 	"github.com/capsule-host/capsule-host/capsules/sdk/terminal"
@@ -56,23 +57,22 @@ func (in waitForIn) streams() (stdout, stderr bool) {
 	return in.Stream != "stderr", in.Stream == "stderr"
 }
 
+// matchStream is the stream a regex matches and the host cursor the
+// match starts from ("": the stream's start, matchFromStart).
+func (in waitForIn) matchStream(c cursor) (process.LogStream, string) {
+	if in.Stream == "stderr" {
+		return process.Stderr, c.Err
+	}
+	return process.Stdout, c.Out
+}
+
 // condition builds the wait-condition; c is the read_process_logs cursor
-// the match starts from.
+// the match starts from (not empty for a regex: see matchFromStart).
 func (in waitForIn) condition(c cursor) terminal.Condition {
 	switch {
 	case in.Regex != nil:
-		s, host := process.Stdout, c.Out
-		if in.Stream == "stderr" {
-			s, host = process.Stderr, c.Err
-		}
-		// A stream the cursor has not read yet (host "") matches from now:
-		// the host has no "start of stream" cursor to wait from. The
-		// terminal tools return a cursor after every reaction.
-		var from *string
-		if host != "" {
-			from = &host
-		}
-		return terminal.Match(s, from, *in.Regex)
+		s, host := in.matchStream(c)
+		return terminal.Match(s, &host, *in.Regex)
 	case in.QuietMS != nil:
 		return terminal.QuietFor(*in.QuietMS)
 	case in.Input:
@@ -96,7 +96,13 @@ func waitFor(in waitForIn) (any, error) {
 	if in.TimeoutMS != nil {
 		timeout = *in.TimeoutMS
 	}
-	r, err := terminal.WaitFor(in.ID, in.condition(c), timeout)
+	var r terminal.WaitResult
+	if s, host := in.matchStream(c); in.Regex != nil && host == "" {
+		r.Fired = terminal.OutputMatched
+		r.Cursor, err = matchFromStart(in.ID, s, *in.Regex, time.Duration(timeout)*time.Millisecond)
+	} else {
+		r, err = terminal.WaitFor(in.ID, in.condition(c), timeout)
+	}
 	switch {
 	case errors.Is(err, process.ErrWaitTimeout):
 		return map[string]any{"id": in.ID, "fired": nil, "timed_out": true, "cursor": in.Cursor,

@@ -65,18 +65,15 @@ read and stop the process through the operator commands.`,
 			run:  runInspect,
 		},
 		&command{
-			name: "logs", args: "ID [--stderr] [-f] [--cursor C] [--max N]", summary: "print a process's output (without draining it)", minArgs: 1, maxArgs: 1,
-			help: `Prints a process's stdout (or --stderr) from the oldest retained byte, or
-from --cursor. Reading never drains: any number of readers see the same
-output. -f follows until the process exits (Ctrl-C stops following, not
-the process). Bytes lost to the log limits are reported on stderr.
---json prints each chunk as JSON (data is base64) with the next cursor.`,
+			name: "logs", args: "ID [--stderr|--merged] [-f] [--tail N] [--since D] [--timestamps] [--cursor C] [--max N]", summary: "print a process's output (without draining it)", minArgs: 1, maxArgs: 1,
+			help: logsHelp,
 			flags: func(fs *flag.FlagSet, o *opts) {
 				fs.BoolVar(&o.stderr, "stderr", false, "read stderr instead of stdout")
 				fs.BoolVar(&o.follow, "f", false, "follow: keep printing until the process exits")
 				fs.BoolVar(&o.follow, "follow", false, "same as -f")
 				fs.StringVar(&o.cursor, "cursor", "", "start at this `cursor` (from an earlier --json read)")
 				fs.IntVar(&o.max, "max", 0, "read at most `N` bytes (without -f)")
+				o.logs.register(fs)
 			},
 			run: runLogs,
 		},
@@ -309,6 +306,9 @@ func runInspect(e *env, o *opts, args []string) error {
 }
 
 func runLogs(e *env, o *opts, args []string) error {
+	if o.logs.lineMode() {
+		return runLogLines(e, o, args[0])
+	}
 	c, err := client(e)
 	if err != nil {
 		return err
@@ -435,3 +435,19 @@ func runStop(e *env, o *opts, args []string) error {
 	fmt.Fprintf(e.stdout, "stopped %s: %s\n", p.LogID, api.ExitText(&ex))
 	return nil
 }
+
+// logsHelp is the help of logs (its line flags are cmd_logs.go).
+const logsHelp = `Prints a process's stdout (or --stderr) from the oldest retained byte, or
+from --cursor. Reading never drains: any number of readers see the same
+output. -f follows until the process exits (Ctrl-C stops following, not
+the process). Bytes lost to the log limits are reported on stderr.
+--json prints each chunk as JSON (data is base64) with the next cursor.
+
+The line flags work on lines, each timed by when its first byte was
+captured (the daemon records a time per write; very old bytes keep a
+coarser, earlier time): --tail N prints the last N lines, --since 10m
+(or an RFC 3339 time) only lines captured since, --timestamps prefixes
+each line with its capture time ("-" when unknown), and --merged
+interleaves stdout and stderr in capture order (each stream keeps its own
+order; lines captured in the same millisecond may interleave either way).
+With -f they apply to what is retained, then new lines follow.`

@@ -277,15 +277,7 @@ func TestClientCommandsAgainstDaemon(t *testing.T) {
 func TestLogsFollowStreams(t *testing.T) {
 	d := startDaemon(t, nil)
 	id := d.spawnTicker(t, "alice")
-	type res struct {
-		out, errOut string
-		code        int
-	}
-	done := make(chan res, 1)
-	go func() {
-		o, e, c := d.cli(t, "logs", id, "-f")
-		done <- res{o, e, c}
-	}()
+	done := d.cliAsync(t, "logs", id, "-f")
 	time.Sleep(800 * time.Millisecond)
 	if _, _, code := d.cli(t, "stop", id, "--grace", "1s"); code != 0 {
 		t.Fatal("stop failed")

@@ -134,6 +134,7 @@ type opts struct {
 	// new
 	sdk, module string
 	term        termOpts // cmd_term.go
+	logs        logsOpts // cmd_logs.go
 }
 
 var commands []*command

@@ -114,7 +114,7 @@ func (c *Client) readOp(ctx context.Context, op string, ref sandbox.Ref, s Strea
 	if err := c.call(ctx, op, logArgs{Ref: id, Stream: string(s), Offset: off, Max: max}, &a); err != nil {
 		return sandbox.Chunk{}, LogState{}, err
 	}
-	ch := sandbox.Chunk{Data: a.Data, Next: a.Next, Dropped: a.Dropped, EOF: a.EOF}
+	ch := sandbox.Chunk{Data: a.Data, Next: a.Next, Dropped: a.Dropped, EOF: a.EOF, Marks: a.Marks}
 	if a.Err != nil {
 		return ch, a.State, fromWire(op, a.Err)
 	}

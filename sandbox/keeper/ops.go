@@ -142,7 +142,7 @@ func (s *server) readOp(ctx context.Context, raw json.RawMessage, drain bool) (a
 	if err != nil && !errors.Is(err, sandbox.ErrSpill) {
 		return nil, err
 	}
-	ans := chunkAnswer{chunkResult: chunkResult{Data: c.Data, Next: c.Next, Dropped: c.Dropped, EOF: c.EOF, State: stateOf(l)}}
+	ans := chunkAnswer{chunkResult: chunkResult{Data: c.Data, Next: c.Next, Dropped: c.Dropped, EOF: c.EOF, State: stateOf(l), Marks: c.Marks}}
 	if err != nil {
 		ans.Err = toWire(err)
 	}

@@ -68,6 +68,7 @@ func (r *RemoteLog) ReadFrom(off int64, max int) (sandbox.Chunk, error) {
 		}
 		r.note(st2, nil)
 		c.Data, c.Next, c.EOF, st = append(c.Data, more.Data...), more.Next, more.EOF, st2
+		c.Marks = append(c.Marks, more.Marks...)
 		if len(more.Data) == 0 {
 			break
 		}

@@ -109,6 +109,8 @@ type chunkResult struct {
 	Dropped int64    `json:"dropped"`
 	EOF     bool     `json:"eof"`
 	State   LogState `json:"state"`
+	// Marks: capture times (absent from a keeper older than them).
+	Marks []sandbox.Mark `json:"marks,omitempty"`
 }
 
 // WatchRequest says what a watch waits for: a stream's end passing the

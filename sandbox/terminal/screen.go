@@ -231,6 +231,7 @@ func (s *Screen) Snapshot(scrollback int) Snapshot {
 // character) adds nothing, an empty one a space; trailing spaces go.
 func lineText(w int, cell func(x int) *uv.Cell) string {
 	var b strings.Builder
+	b.Grow(w) // one allocation for an ASCII row (growing was a third of a snapshot's CPU)
 	for x := range w {
 		c := cell(x)
 		switch {

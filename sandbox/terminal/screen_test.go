@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 func newScreen(t testing.TB, rows, cols, sb int, reply func([]byte)) *Screen {
@@ -252,11 +254,13 @@ func BenchmarkSnapshot(b *testing.B) {
 			for range sz[0] + 100 {
 				s.Write([]byte(line + "\r\n"))
 			}
+			cpu := testutil.CPUTime()
 			for b.Loop() {
 				if snap := s.Snapshot(100); len(snap.Lines) != sz[0] {
 					b.Fatal(len(snap.Lines))
 				}
 			}
+			testutil.ReportCPU(b, cpu)
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capsule-host/capsule-host/host"
 )
@@ -77,4 +78,88 @@ func TestShellTerminalTools(t *testing.T) {
 		t.Errorf("wait_for on a pipe process: %v", w)
 	}
 	e.toolErr("alice", "shell", "terminal_screen", map[string]any{"id": sp.ID}, "no terminal")
+}
+
+// wait_for without a cursor matches from the start of what the process
+// still has (like read_process_logs), so output printed before the call
+// counts: python3's first bytes (its prompt), a pipe process's line on
+// either stream, a match spanning retained and new output; the cursor it
+// returns waits for the next occurrence, and a stream that ended without
+// a match answers at once.
+func TestShellWaitForFromStart(t *testing.T) {
+	e := newEnv(t, "shell")
+	var s shellScreen
+	e.call("alice", "shell", "start_terminal", map[string]any{"command": "exec python3 -q", "settle_ms": 500}, &s)
+	t.Cleanup(func() { e.call("alice", "shell", "kill_process", map[string]any{"id": s.ID, "grace_ms": 500}, nil) })
+	var w map[string]any
+	e.call("alice", "shell", "wait_for", map[string]any{"id": s.ID, "input": true, "timeout_ms": 15000}, &w)
+	w = nil
+	e.call("alice", "shell", "wait_for", map[string]any{"id": s.ID, "regex": `^>>> `, "timeout_ms": 15000}, &w)
+	if w["fired"] != "output-matched" {
+		t.Errorf("the prompt printed before the call (python3's first bytes): %v", w)
+	}
+
+	var sp struct {
+		ID string `json:"id"`
+	}
+	e.call("alice", "shell", "spawn_background_process", map[string]any{"keep_stdin_open": true,
+		"command": "echo ready-1; echo warn-1 >&2; read x; printf ab; read y; echo cd; read z"}, &sp)
+	t.Cleanup(func() { e.call("alice", "shell", "kill_process", map[string]any{"id": sp.ID, "grace_ms": 500}, nil) })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var lo struct {
+			Stdout, Stderr string
+		}
+		e.call("alice", "shell", "read_process_logs", map[string]any{"id": sp.ID}, &lo)
+		if strings.Contains(lo.Stdout, "ready-1") && strings.Contains(lo.Stderr, "warn-1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the process never printed: %+v", lo)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	w = nil
+	e.call("alice", "shell", "wait_for", map[string]any{"id": sp.ID, "regex": `ready-\d\n`, "timeout_ms": 15000}, &w)
+	if w["fired"] != "output-matched" || w["cursor"] == "" {
+		t.Fatalf("a line printed before the call: %v", w)
+	}
+	next := w["cursor"]
+	w = nil
+	e.call("alice", "shell", "wait_for", map[string]any{"id": sp.ID, "regex": `ready-\d`, "cursor": next, "timeout_ms": 200}, &w)
+	if w["timed_out"] != true {
+		t.Errorf("after the returned cursor the same line matched again: %v", w)
+	}
+	w = nil
+	e.call("alice", "shell", "wait_for", map[string]any{"id": sp.ID, "regex": `warn-1`, "stream": "stderr", "timeout_ms": 15000}, &w)
+	if w["fired"] != "output-matched" {
+		t.Errorf("stderr from its start: %v", w)
+	}
+	// "ab" is retained before the call; "cd" comes during it (or before:
+	// either way the match spans the two writes).
+	e.call("alice", "shell", "write_process_stdin", map[string]any{"id": sp.ID, "data": "1\n"}, nil)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		e.try("alice", "shell", "write_process_stdin", map[string]any{"id": sp.ID, "data": "2\n"})
+	}()
+	w = nil
+	e.call("alice", "shell", "wait_for", map[string]any{"id": sp.ID, "regex": `abcd\n`, "timeout_ms": 15000}, &w)
+	if w["fired"] != "output-matched" {
+		t.Fatalf("a match spanning retained and new output: %v", w)
+	}
+	var lo struct {
+		Stdout string `json:"stdout"`
+	}
+	e.call("alice", "shell", "read_process_logs", map[string]any{"id": sp.ID, "stream": "stdout", "cursor": w["cursor"]}, &lo)
+	if lo.Stdout != "" {
+		t.Errorf("after the match's cursor: %q, want nothing (the match ends the output)", lo.Stdout)
+	}
+	e.call("alice", "shell", "write_process_stdin", map[string]any{"id": sp.ID, "data": "3\n", "close": true}, nil)
+	e.call("alice", "shell", "wait_for", map[string]any{"id": sp.ID, "exit": true, "timeout_ms": 15000}, nil)
+	w = nil
+	e.call("alice", "shell", "wait_for", map[string]any{"id": sp.ID, "regex": `never printed`, "timeout_ms": 15000}, &w)
+	if w["cannot_happen"] != true {
+		t.Errorf("no match in an ended stream: %v", w)
+	}
+	e.toolErr("alice", "shell", "wait_for", map[string]any{"id": sp.ID, "regex": `(`}, `"("`)
 }

@@ -257,7 +257,7 @@ func (l localDaemon) Logs(_ context.Context, id string, q api.LogQuery) (api.Log
 	if err != nil {
 		return api.LogChunk{}, regAPIErr(err)
 	}
-	return api.LogChunk{Data: ch.Data, Next: ch.Next, BytesDropped: ch.BytesDropped, EOF: ch.EOF}, nil
+	return apiChunk(ch), nil
 }
 
 // Follow hands fn each new chunk of a stream until its EOF. Between reads

@@ -414,7 +414,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return api.LogChunk{}, err
 		}
-		return api.LogChunk{Data: ch.Data, Next: ch.Next, BytesDropped: ch.BytesDropped, EOF: ch.EOF}, nil
+		return apiChunk(ch), nil
 	}
 	if f := q.Get("follow"); f != "1" && f != "true" {
 		ch, err := read()
@@ -643,4 +643,13 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, ReloadView(res))
 	}
+}
+
+// apiChunk is a registry chunk on the operator API, capture times included.
+func apiChunk(ch registry.LogChunk) api.LogChunk {
+	out := api.LogChunk{Data: ch.Data, Next: ch.Next, BytesDropped: ch.BytesDropped, EOF: ch.EOF}
+	for _, t := range ch.Times {
+		out.Times = append(out.Times, api.LogTime{At: t.At, UnixNano: t.UnixNano})
+	}
+	return out
 }

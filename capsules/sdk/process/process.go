@@ -12,89 +12,91 @@
 package process
 
 import (
+	"github.com/capsule-host/capsule-host/capsules/sdk/api"
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/abi"
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/proccore"
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/wire"
 )
 
-// Types of the contract, mirrored from the WIT.
+// Types of the contract, mirrored from the WIT and defined in package
+// api, where go doc shows their fields (go doc capsules/sdk/api SpawnRequest).
 type (
-	Code           = wire.Code
-	Error          = wire.Error
-	Signal         = wire.Signal
-	EnvVar         = wire.EnvVar
-	SpawnRequest   = wire.SpawnRequest
-	ExitInfo       = wire.ExitInfo
-	ProcessResult  = wire.ProcessResult
-	ReadLogsResult = wire.ReadLogsResult
-	ID             = wire.ID
-	Overflow       = wire.Overflow
-	ResourceLimits = wire.ResourceLimits
-	PersistOptions = wire.PersistOptions
-	Phase          = wire.Phase
-	LogStream      = wire.LogStream
-	ExitReason     = wire.ExitReason
-	LogChunk       = wire.LogChunk
-	ProcessInfo    = wire.ProcessInfo
-	EventKind      = wire.EventKind
-	ExitEvent      = wire.ExitEvent
-	Event          = wire.Event
-	EventBatch     = wire.EventBatch
+	Code           = api.Code
+	Error          = api.Error
+	Signal         = api.Signal
+	EnvVar         = api.EnvVar
+	SpawnRequest   = api.SpawnRequest
+	ExitInfo       = api.ExitInfo
+	ProcessResult  = api.ProcessResult
+	ReadLogsResult = api.ReadLogsResult
+	ID             = api.ID
+	Overflow       = api.Overflow
+	ResourceLimits = api.ResourceLimits
+	PersistOptions = api.PersistOptions
+	Phase          = api.Phase
+	LogStream      = api.LogStream
+	ExitReason     = api.ExitReason
+	LogChunk       = api.LogChunk
+	ProcessInfo    = api.ProcessInfo
+	EventKind      = api.EventKind
+	ExitEvent      = api.ExitEvent
+	Event          = api.Event
+	EventBatch     = api.EventBatch
 )
 
 // errors.Is sentinels, one per error-code case.
 const (
-	ErrCapabilityDenied   = wire.ErrCapabilityDenied
-	ErrInvalidInput       = wire.ErrInvalidInput
-	ErrBoundaryEscape     = wire.ErrBoundaryEscape
-	ErrQuota              = wire.ErrQuota
-	ErrTooLarge           = wire.ErrTooLarge
-	ErrClosed             = wire.ErrClosed
-	ErrCancelled          = wire.ErrCancelled
-	ErrWaitTimeout        = wire.ErrWaitTimeout
-	ErrUnavailable        = wire.ErrUnavailable
-	ErrInternal           = wire.ErrInternal
-	ErrNoSuchProcess      = wire.ErrNoSuchProcess
-	ErrRegistryFull       = wire.ErrRegistryFull
-	ErrPersistUnsupported = wire.ErrPersistUnsupported
-	ErrTornWrite          = wire.ErrTornWrite
+	ErrCapabilityDenied   = api.ErrCapabilityDenied
+	ErrInvalidInput       = api.ErrInvalidInput
+	ErrBoundaryEscape     = api.ErrBoundaryEscape
+	ErrQuota              = api.ErrQuota
+	ErrTooLarge           = api.ErrTooLarge
+	ErrClosed             = api.ErrClosed
+	ErrCancelled          = api.ErrCancelled
+	ErrWaitTimeout        = api.ErrWaitTimeout
+	ErrUnavailable        = api.ErrUnavailable
+	ErrInternal           = api.ErrInternal
+	ErrNoSuchProcess      = api.ErrNoSuchProcess
+	ErrRegistryFull       = api.ErrRegistryFull
+	ErrPersistUnsupported = api.ErrPersistUnsupported
+	ErrTornWrite          = api.ErrTornWrite
 )
 
 // Signals (process-signal of 1.1.0).
 const (
-	SigTerm = wire.SigTerm
-	SigHup  = wire.SigHup
-	SigInt  = wire.SigInt
-	SigUsr1 = wire.SigUsr1
-	SigUsr2 = wire.SigUsr2
-	SigStop = wire.SigStop
-	SigCont = wire.SigCont
-	SigKill = wire.SigKill
+	SigTerm = api.SigTerm
+	SigHup  = api.SigHup
+	SigInt  = api.SigInt
+	SigUsr1 = api.SigUsr1
+	SigUsr2 = api.SigUsr2
+	SigStop = api.SigStop
+	SigCont = api.SigCont
+	SigKill = api.SigKill
 )
 
 // Enum values.
 const (
-	DropOldest        = wire.DropOldest
-	Backpressure      = wire.Backpressure
-	Stdout            = wire.Stdout
-	Stderr            = wire.Stderr
-	PhaseStarting     = wire.PhaseStarting
-	PhaseRunning      = wire.PhaseRunning
-	PhaseExited       = wire.PhaseExited
-	EventExited       = wire.EventExited
-	EventLogReady     = wire.EventLogReady
-	EventStdinDrained = wire.EventStdinDrained
-	ReasonSelfExit    = wire.ReasonSelfExit
-	ReasonStopped     = wire.ReasonStopped
-	ReasonKilled      = wire.ReasonKilled
-	ReasonLifetime    = wire.ReasonLifetime
-	ReasonIdle        = wire.ReasonIdle
-	ReasonEvicted     = wire.ReasonEvicted
-	ReasonRemoved     = wire.ReasonRemoved
+	DropOldest        = api.DropOldest
+	Backpressure      = api.Backpressure
+	Stdout            = api.Stdout
+	Stderr            = api.Stderr
+	PhaseStarting     = api.PhaseStarting
+	PhaseRunning      = api.PhaseRunning
+	PhaseExited       = api.PhaseExited
+	EventExited       = api.EventExited
+	EventLogReady     = api.EventLogReady
+	EventStdinDrained = api.EventStdinDrained
+	ReasonSelfExit    = api.ReasonSelfExit
+	ReasonStopped     = api.ReasonStopped
+	ReasonKilled      = api.ReasonKilled
+	ReasonLifetime    = api.ReasonLifetime
+	ReasonIdle        = api.ReasonIdle
+	ReasonEvicted     = api.ReasonEvicted
+	ReasonRemoved     = api.ReasonRemoved
 )
 
 // ParseSignal maps a WIT case name ("term", "kill", ...) to its Signal.
-func ParseSignal(name string) (Signal, bool) { return wire.ParseSignal(name) }
+func ParseSignal(name string) (Signal, bool) { return api.ParseSignal(name) }
 
 // Ptr returns &v, for the optional fields of requests and options.
 func Ptr[T any](v T) *T { return &v }

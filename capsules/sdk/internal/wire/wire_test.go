@@ -88,7 +88,7 @@ func TestStoreSpawnRequestMatchesFlat(t *testing.T) {
 	to := uint64(1234)
 	cwd := "sub/dir"
 	req := SpawnRequest{Cmd: "/bin/sh", Args: []string{"-c", "echo hi"}, Stdin: []byte("in"),
-		Env: []EnvVar{{"A", "1"}, {"B", "two"}}, Cwd: &cwd, TimeoutMS: &to}
+		Env: []EnvVar{{Key: "A", Value: "1"}, {Key: "B", Value: "two"}}, Cwd: &cwd, TimeoutMS: &to}
 	f := FlatSpawnRequest(s, &req)
 	_, m := s.Alloc(LSpawnRequest.Size, LSpawnRequest.Align)
 	StoreSpawnRequest(s, m, 0, &req)

@@ -9,43 +9,45 @@
 package ephemeral
 
 import (
+	"github.com/capsule-host/capsule-host/capsules/sdk/api"
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/proccore"
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/wire"
 )
 
-// Types of the contract, mirrored from the WIT.
+// Types of the contract, mirrored from the WIT and defined in package
+// api, where go doc shows their fields (go doc capsules/sdk/api SpawnRequest).
 type (
-	Code           = wire.Code
-	Error          = wire.Error
-	Signal         = wire.Signal
-	EnvVar         = wire.EnvVar
-	SpawnRequest   = wire.SpawnRequest
-	ExitInfo       = wire.ExitInfo
-	ProcessResult  = wire.ProcessResult
-	ReadLogsResult = wire.ReadLogsResult
+	Code           = api.Code
+	Error          = api.Error
+	Signal         = api.Signal
+	EnvVar         = api.EnvVar
+	SpawnRequest   = api.SpawnRequest
+	ExitInfo       = api.ExitInfo
+	ProcessResult  = api.ProcessResult
+	ReadLogsResult = api.ReadLogsResult
 )
 
 // errors.Is sentinels, one per 1.0.0 error-code case.
 const (
-	ErrCapabilityDenied = wire.ErrCapabilityDenied
-	ErrInvalidInput     = wire.ErrInvalidInput
-	ErrBoundaryEscape   = wire.ErrBoundaryEscape
-	ErrQuota            = wire.ErrQuota
-	ErrTooLarge         = wire.ErrTooLarge
-	ErrClosed           = wire.ErrClosed
-	ErrCancelled        = wire.ErrCancelled
-	ErrWaitTimeout      = wire.ErrWaitTimeout
-	ErrUnavailable      = wire.ErrUnavailable
-	ErrInternal         = wire.ErrInternal
+	ErrCapabilityDenied = api.ErrCapabilityDenied
+	ErrInvalidInput     = api.ErrInvalidInput
+	ErrBoundaryEscape   = api.ErrBoundaryEscape
+	ErrQuota            = api.ErrQuota
+	ErrTooLarge         = api.ErrTooLarge
+	ErrClosed           = api.ErrClosed
+	ErrCancelled        = api.ErrCancelled
+	ErrWaitTimeout      = api.ErrWaitTimeout
+	ErrUnavailable      = api.ErrUnavailable
+	ErrInternal         = api.ErrInternal
 )
 
 // Signals (process-signal of 1.0.0).
 const (
-	SigTerm = wire.SigTerm
-	SigHup  = wire.SigHup
-	SigInt  = wire.SigInt
-	SigUsr1 = wire.SigUsr1
-	SigUsr2 = wire.SigUsr2
+	SigTerm = api.SigTerm
+	SigHup  = api.SigHup
+	SigInt  = api.SigInt
+	SigUsr1 = api.SigUsr1
+	SigUsr2 = api.SigUsr2
 )
 
 // v10 is this version's error-code.

@@ -143,3 +143,27 @@ func needJco(t testing.TB) string {
 	}
 	return node
 }
+
+// BuildC compiles the C capsule at src (a path) with clang for
+// wasm32-wasi as a reactor against Debian's wasi-libc (the sysroot
+// /usr/lib/wasm32-wasi; `make deps` installs clang, lld and wasi-libc),
+// then makes it a component for world with Wrap: the README's C
+// recipe. It skips, saying what to install, without clang or the sysroot.
+func BuildC(t testing.TB, src, world string) string {
+	t.Helper()
+	clang, err := exec.LookPath("clang")
+	if err != nil {
+		t.Skip("SKIP (C component fixture): clang is not installed; run `make deps` (apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32)")
+	}
+	if _, err := os.Stat("/usr/lib/wasm32-wasi/libc.a"); err != nil {
+		t.Skip("SKIP (C component fixture): the wasi-libc sysroot /usr/lib/wasm32-wasi is missing; run `make deps` (apt-get install wasi-libc)")
+	}
+	core := filepath.Join(t.TempDir(), "capsule.wasm")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, clang, "--target=wasm32-wasi", "-O2", "-mexec-model=reactor", "-Wall", "-Werror", "-o", core, src)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("clang %s: %v\n%s", src, err, b)
+	}
+	return Wrap(t, core, world)
+}

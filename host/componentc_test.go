@@ -54,24 +54,26 @@ func TestCComponent(t *testing.T) {
 	ctx := host.WithPrincipal(context.Background(), "alice")
 	tests := []struct {
 		name, tool, input string
-		want              map[string]any // nil: a tool error containing errText
+		want              map[string]any // nil: an error wrapping wantErr whose text has errText
+		wantErr           error
 		errText           string
 	}{
-		{"echo", "echo", `{"n":1}`, map[string]any{"n": 1.0}, ""},
+		{"echo", "echo", `{"n":1}`, map[string]any{"n": 1.0}, nil, ""},
 		{"persistent process", "persist", `{"script":"echo from c; echo \"quoted\\tx\""}`,
-			map[string]any{"exit": 0.0, "id_len": 52.0, "stdout": "from c\nquoted\tx\n"}, ""},
-		{"exit code", "persist", `{"script":"exit 3"}`, map[string]any{"exit": 3.0, "id_len": 52.0, "stdout": ""}, ""},
-		{"denied command", "persist", `{"cmd":"/bin/cat","script":"x"}`, nil, "spawn-persistent: capability-denied"},
-		{"bad input", "persist", `{}`, nil, `needs a "script"`},
-		{"unknown tool", "nope", `{}`, nil, "no such tool"},
+			map[string]any{"exit": 0.0, "id_len": 52.0, "stdout": "from c\nquoted\tx\n"}, nil, ""},
+		{"exit code, empty stdout", "persist", `{"script":"exit 3"}`, map[string]any{"exit": 3.0, "id_len": 52.0, "stdout": ""}, nil, ""},
+		// The guest's own err result, with the host's error-code.
+		{"denied command", "persist", `{"cmd":"/bin/cat","script":"x"}`, nil, host.ErrToolFailed, "spawn-persistent: capability-denied"},
+		// The host checks the input against the tool's schema first.
+		{"bad input", "persist", `{}`, nil, host.ErrInvalidInput, "script"},
+		{"unknown tool", "nope", `{}`, nil, host.ErrUnknownTool, "nope"},
 	}
 	for i := 0; i < 2; i++ { // twice: the pooled instance's memory is reused
 		for _, tc := range tests {
 			r, err := e.h.Call(ctx, "ccap", tc.tool, tc.input)
 			if tc.want == nil {
-				var te *host.ToolError
-				if !errors.As(err, &te) || !strings.Contains(err.Error(), tc.errText) {
-					t.Fatalf("%s: %+v %v, want a tool error with %q", tc.name, r, err, tc.errText)
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.errText) {
+					t.Fatalf("%s: %+v %v, want %v with %q", tc.name, r, err, tc.wantErr, tc.errText)
 				}
 				continue
 			}

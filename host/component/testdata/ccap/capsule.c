@@ -89,12 +89,17 @@ __attribute__((export_name("cabi_realloc")))
 void *cabi_realloc(void *old, size_t old_size, size_t align, size_t new_size) {
   (void)old_size;
   (void)align; // malloc aligns to 16 bytes, the most any Canonical ABI type needs (8)
-  // A zero-size allocation still gets a real block (malloc(1)): the
-  // callers free every list they were handed, empty ones too, and free of
-  // a made-up pointer traps.
   void *p = realloc(old, new_size ? new_size : 1);
   if (!p) abort();
   return p;
+}
+
+// free_owned frees a string or list the host handed over. An empty one
+// was never allocated: the host lowers it as (align, 0) without calling
+// cabi_realloc (wit-bindgen's dangling-pointer convention), and free of
+// that pointer traps.
+static void free_owned(const void *ptr, size_t len) {
+  if (len) free((void *)ptr);
 }
 
 // A growing output buffer.
@@ -174,7 +179,7 @@ static void put_error(buf_t *o, const char *fn, error_code_t *e) {
   case EC_TOO_LARGE: case EC_UNAVAILABLE: case EC_INTERNAL:
     puts_(o, ": ");
     put(o, e->val.s.ptr, e->val.s.len);
-    free((void *)e->val.s.ptr);
+    free_owned(e->val.s.ptr, e->val.s.len);
     break;
   case EC_TORN_WRITE:
     puts_(o, ": ");
@@ -205,9 +210,9 @@ static int persist(buf_t *o, const char *input, size_t n) {
   static result_chunk_t rchunk;
   static result_unit_t runit;
   host_wait(id.ptr, id.len, 10000, &rexit);
-  if (rexit.is_err) { put_error(o, "wait", &rexit.val.err); goto out; }
+  if (rexit.is_err) { put_error(o, "wait", &rexit.val.err); goto release; }
   host_read_since(id.ptr, id.len, 0 /* stdout */, 0, NULL, 0, 65536, &rchunk);
-  if (rchunk.is_err) { put_error(o, "read-since", &rchunk.val.err); goto out; }
+  if (rchunk.is_err) { put_error(o, "read-since", &rchunk.val.err); goto release; }
   host_release(id.ptr, id.len, &runit);
   if (runit.is_err) {
     put_error(o, "release", &runit.err);
@@ -221,10 +226,14 @@ static int persist(buf_t *o, const char *input, size_t n) {
     puts_(o, "}");
     failed = 0;
   }
-  free(rchunk.val.ok.data.ptr);
-  free((void *)rchunk.val.ok.next.ptr);
+  free_owned(rchunk.val.ok.data.ptr, rchunk.val.ok.data.len);
+  free_owned(rchunk.val.ok.next.ptr, rchunk.val.ok.next.len);
+  goto out;
+release: // a failed wait or read still releases the process
+  host_release(id.ptr, id.len, &runit);
+  if (runit.is_err) { puts_(o, "; "); put_error(o, "release", &runit.err); }
 out:
-  free((void *)id.ptr);
+  free_owned(id.ptr, id.len);
   return failed;
 }
 
@@ -262,8 +271,8 @@ void *call(char *name, size_t name_len, char *input, size_t input_len) {
     put(&o, name, name_len);
     err = 1;
   }
-  free(name);
-  free(input);
+  free_owned(name, name_len);
+  free_owned(input, input_len);
   call_ret.is_err = err;
   call_ret.val = (str_t){o.b, o.len};
   return &call_ret;

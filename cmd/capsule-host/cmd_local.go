@@ -77,21 +77,35 @@ as $CAPSULE_HOST_TOKEN). The daemon never stores the token itself.`,
 
 // validateReport is validate's --json output.
 type validateReport struct {
-	Dir      string          `json:"dir"`
-	OK       bool            `json:"ok"`
-	Capsule  string          `json:"capsule,omitempty"`
-	Version  string          `json:"version,omitempty"`
-	Module   string          `json:"module,omitempty"`
-	SHA256   string          `json:"sha256,omitempty"`
-	Imports  []validateGroup `json:"imports,omitempty"`
-	Tools    []string        `json:"tools,omitempty"`
-	Problems []string        `json:"problems,omitempty"`
+	Dir     string          `json:"dir"`
+	OK      bool            `json:"ok"`
+	Capsule string          `json:"capsule,omitempty"`
+	Version string          `json:"version,omitempty"`
+	Module  string          `json:"module,omitempty"`
+	SHA256  string          `json:"sha256,omitempty"`
+	Kind    string          `json:"kind,omitempty"` // "core module" or "component"
+	Imports []validateGroup `json:"imports,omitempty"`
+	// Exports are a component's exported interfaces and functions (its
+	// world's export half); a core module's are checked by the load.
+	Exports  []validateExport `json:"exports,omitempty"`
+	Tools    []string         `json:"tools,omitempty"`
+	Problems []string         `json:"problems,omitempty"`
 }
 
 type validateGroup struct {
 	Module    string `json:"module"`
 	Functions int    `json:"functions"`
 	Status    string `json:"status"`
+	// Error is the class of an import the host refuses: "unsupported"
+	// (not served), "mismatch" (served, another WIT) or "malformed".
+	Error string `json:"error,omitempty"`
+}
+
+type validateExport struct {
+	Name      string   `json:"name"`
+	Sort      string   `json:"sort"`
+	Functions []string `json:"functions"`
+	Status    string   `json:"status"`
 }
 
 func runValidate(e *env, o *opts, args []string) error {
@@ -179,8 +193,15 @@ func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *va
 	}
 	defer eng.Close(ctx)
 	if k, _ := component.Detect(wasm); k == component.KindComponent {
-		return listComponentImports(m, wasm, rep)
+		rep.Kind = "component"
+		// Both halves of the world are listed, even when an import is refused.
+		err := listComponentImports(m, wasm, rep)
+		if xerr := listComponentExports(m, wasm, rep); err == nil {
+			err = xerr
+		}
+		return err
 	}
+	rep.Kind = "core module"
 	if err := component.CheckCore(wasm, process.Served()); err != nil {
 		return m.Errorf("capsule.module", "%v", err) // another component version: say so, not "invalid version header"
 	}
@@ -229,9 +250,9 @@ func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *va
 func listComponentImports(m *manifest.Manifest, wasm []byte, rep *validateReport) error {
 	ims, err := host.ComponentImports(wasm)
 	for _, im := range ims {
-		st := "served as " + im.Served
+		st, class := "served as "+im.Served, ""
 		if im.Err != nil {
-			st = "not served: " + im.Err.Error()
+			st, class = "not served: "+im.Err.Error(), errorClass(im.Err)
 		} else if pkg, _, ok := witModule(im.Served); ok && strings.HasPrefix(pkg, "capsule:") {
 			if d, ok := m.Imports[pkg]; ok {
 				st += fmt.Sprintf(" (manifest: %q = %q)", pkg, d)
@@ -239,10 +260,41 @@ func listComponentImports(m *manifest.Manifest, wasm []byte, rep *validateReport
 				st += " (not declared in [imports])"
 			}
 		}
-		rep.Imports = append(rep.Imports, validateGroup{Module: im.Name, Functions: im.Functions, Status: st})
+		rep.Imports = append(rep.Imports, validateGroup{Module: im.Name, Functions: im.Functions, Status: st, Error: class})
 	}
 	if err != nil {
 		return m.Errorf("capsule.module", "%v", err)
+	}
+	return nil
+}
+
+// errorClass names a component refusal's typed class for --json.
+func errorClass(err error) string {
+	switch {
+	case errors.Is(err, component.ErrMismatch):
+		return "mismatch"
+	case errors.Is(err, component.ErrUnsupported):
+		return "unsupported"
+	case errors.Is(err, component.ErrMalformed):
+		return "malformed"
+	}
+	return "error"
+}
+
+// listComponentExports lists what a component exports and whether the
+// host calls it; the scratch load then checks the tool interface's
+// functions for real.
+func listComponentExports(m *manifest.Manifest, wasm []byte, rep *validateReport) error {
+	exs, err := host.ComponentExports(wasm)
+	if err != nil {
+		return m.Errorf("capsule.module", "%v", err)
+	}
+	for _, ex := range exs {
+		st := "not used by the host"
+		if ex.Called {
+			st = "called by the host (the capsule's tools)"
+		}
+		rep.Exports = append(rep.Exports, validateExport{Name: ex.Name, Sort: ex.Sort, Functions: ex.Functions, Status: st})
 	}
 	return nil
 }
@@ -317,22 +369,41 @@ func witModule(mod string) (pkg, ver string, ok bool) {
 	return pkg, ver, ok
 }
 
-func printValidate(out, errw io.Writer, rep *validateReport) {
-	if rep.Capsule != "" {
-		fmt.Fprintf(out, "capsule  %s %s\n", rep.Capsule, rep.Version)
-	}
-	if rep.Module != "" {
-		fmt.Fprintf(out, "module   %s (sha256 %s)\n", rep.Module, abbreviate(rep.SHA256, 16))
-	}
+// printWorld prints the module's imports and, for a component, its
+// exports: the component's world as the host sees it.
+func printWorld(out io.Writer, rep *validateReport) {
 	if len(rep.Imports) > 0 {
 		fmt.Fprintln(out)
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "IMPORT MODULE\tFUNCTIONS\tSTATUS")
+		head := "IMPORT MODULE"
+		if rep.Kind == "component" {
+			head = "IMPORT INTERFACE"
+		}
+		fmt.Fprintf(tw, "%s\tFUNCTIONS\tSTATUS\n", head)
 		for _, g := range rep.Imports {
 			fmt.Fprintf(tw, "%s\t%d\t%s\n", g.Module, g.Functions, g.Status)
 		}
 		tw.Flush()
 	}
+	if len(rep.Exports) > 0 {
+		fmt.Fprintln(out)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "EXPORT\tFUNCTIONS\tSTATUS")
+		for _, ex := range rep.Exports {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", ex.Name, strings.Join(ex.Functions, ", "), ex.Status)
+		}
+		tw.Flush()
+	}
+}
+
+func printValidate(out, errw io.Writer, rep *validateReport) {
+	if rep.Capsule != "" {
+		fmt.Fprintf(out, "capsule  %s %s\n", rep.Capsule, rep.Version)
+	}
+	if rep.Module != "" {
+		fmt.Fprintf(out, "module   %s (%s, sha256 %s)\n", rep.Module, rep.Kind, abbreviate(rep.SHA256, 16))
+	}
+	printWorld(out, rep)
 	if len(rep.Tools) > 0 {
 		fmt.Fprintf(out, "\ntools    %s\n", strings.Join(rep.Tools, ", "))
 	}

@@ -153,6 +153,14 @@ func needJco(t testing.TB) string {
 // only when one of those is missing; a compile error fails.
 func BuildC(t testing.TB, src, world string) string {
 	t.Helper()
+	return Wrap(t, CompileC(t, src), world)
+}
+
+// CompileC is BuildC's first step: clang's core module (a wasip1
+// reactor importing capsule:process by the core-module conventions, so
+// it also loads as a core capsule), written under t.TempDir().
+func CompileC(t testing.TB, src string) string {
+	t.Helper()
 	clang, err := exec.LookPath("clang")
 	if err != nil {
 		t.Skip("SKIP (C component fixture): clang is not installed; run `make deps` (apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32)")
@@ -176,5 +184,5 @@ func BuildC(t testing.TB, src, world string) string {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("clang %s: %v\n%s", src, err, b)
 	}
-	return Wrap(t, core, world)
+	return core
 }

@@ -29,6 +29,11 @@ type extern struct {
 	kind engine.ExternKind
 	mod  api.Module
 	name string
+	// fn is the func export, looked up at the first Call: wazero's
+	// ExportedFunction makes a new call engine (a ~10 KB stack) each
+	// time, which per call was most of a component call's allocations.
+	// An extern belongs to one Store, whose calls never overlap.
+	fn api.Function
 }
 
 func (x *extern) Kind() engine.ExternKind { return x.kind }
@@ -279,11 +284,12 @@ func (s *store) Call(ctx context.Context, fn engine.Extern, params ...uint64) ([
 	if ex.mod.IsClosed() {
 		return nil, &engine.Trap{Reason: "instance is closed"}
 	}
-	f := ex.mod.ExportedFunction(ex.name)
-	if f == nil {
-		return nil, fmt.Errorf("%w: no func export %q", engine.ErrLink, ex.name)
+	if ex.fn == nil {
+		if ex.fn = ex.mod.ExportedFunction(ex.name); ex.fn == nil {
+			return nil, fmt.Errorf("%w: no func export %q", engine.ErrLink, ex.name)
+		}
 	}
-	res, err := f.Call(ctx, params...)
+	res, err := ex.fn.Call(ctx, params...)
 	if err != nil {
 		return nil, convertErr(err)
 	}

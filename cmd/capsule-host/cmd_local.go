@@ -36,13 +36,19 @@ import (
 func init() {
 	commands = append(commands,
 		&command{
-			name: "validate", args: "DIR", summary: "check a capsule: manifest, module checksum, imports, tools", minArgs: 1, maxArgs: 1,
+			name: "validate", args: "DIR|FILE.wasm", summary: "check a capsule: manifest, module checksum, imports, tools", minArgs: 1, maxArgs: 1,
 			help: `Checks the capsule in DIR the way serve would load it: the Capsule.toml
 (strictly: unknown keys and wrong types are errors), the module's pinned
 SHA-256, every import against the contract versions this binary serves,
 and the tools the module describes. Problems are printed as
 file:line: message and the exit code is 1. Backends and launch profiles
-are accepted here; the daemon checks them against its config.`,
+are accepted here; the daemon checks them against its config.
+
+For a component, validate shows its world: each imported interface with
+the host version that serves it or why none does (--json "error":
+unsupported, mismatch or malformed), and each export with its functions.
+Given a .wasm file instead of DIR, it checks that binary alone (a core
+module or a component, no manifest): its kind and its world.`,
 			run: runValidate,
 		},
 		&command{
@@ -122,7 +128,11 @@ func runValidate(e *env, o *opts, args []string) error {
 		}
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", filepath.Join(dir, manifest.FileName), err))
 	}
-	validateCapsule(e.ctx, dir, pinHint(args[0]), &rep, problem)
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().IsRegular() {
+		validateBinary(e.ctx, dir, &rep, problem)
+	} else {
+		validateCapsule(e.ctx, dir, pinHint(args[0]), &rep, problem)
+	}
 	rep.OK = len(rep.Problems) == 0
 	if e.g.json {
 		if err := printJSON(e.stdout, rep); err != nil {
@@ -161,6 +171,27 @@ func validateCapsule(ctx context.Context, dir, hint string, rep *validateReport,
 		return
 	}
 	if err := scratchLoad(ctx, dir, m, rep); err != nil {
+		problem(err)
+	}
+}
+
+// validateBinary checks a core module or component binary alone, with
+// no manifest (so no pin, policy or tools): its kind and its world, each
+// import served or refused with its typed class. For a component built
+// but not yet given a Capsule.toml.
+func validateBinary(ctx context.Context, path string, rep *validateReport, problem func(error)) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		problem(err)
+		return
+	}
+	sum := sha256.Sum256(wasm)
+	rep.Module, rep.SHA256 = filepath.Base(path), hex.EncodeToString(sum[:])
+	if err := listImports(ctx, &manifest.Manifest{File: path}, wasm, rep); err != nil {
+		var me *manifest.Error
+		if errors.As(err, &me) {
+			err = &manifest.Error{File: path, Msg: me.Msg} // no manifest key to name
+		}
 		problem(err)
 	}
 }
@@ -230,12 +261,7 @@ func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *va
 			st = "granted (WASI preview1: no files, empty args and env)"
 		default:
 			if pkg, ver, ok := witModule(mn); ok && served[pkg+"@"+ver] {
-				st = "served"
-				if d, ok := m.Imports[pkg]; ok {
-					st += fmt.Sprintf(" (manifest: %q = %q)", pkg, d)
-				} else {
-					st += " (not declared in [imports])"
-				}
+				st = "served" + manifestNote(m, pkg)
 			}
 		}
 		rep.Imports = append(rep.Imports, validateGroup{Module: mn, Functions: count[mn], Status: st})
@@ -254,11 +280,7 @@ func listComponentImports(m *manifest.Manifest, wasm []byte, rep *validateReport
 		if im.Err != nil {
 			st, class = "not served: "+im.Err.Error(), errorClass(im.Err)
 		} else if pkg, _, ok := witModule(im.Served); ok && strings.HasPrefix(pkg, "capsule:") {
-			if d, ok := m.Imports[pkg]; ok {
-				st += fmt.Sprintf(" (manifest: %q = %q)", pkg, d)
-			} else {
-				st += " (not declared in [imports])"
-			}
+			st += manifestNote(m, pkg)
 		}
 		rep.Imports = append(rep.Imports, validateGroup{Module: im.Name, Functions: im.Functions, Status: st, Error: class})
 	}
@@ -266,6 +288,18 @@ func listComponentImports(m *manifest.Manifest, wasm []byte, rep *validateReport
 		return m.Errorf("capsule.module", "%v", err)
 	}
 	return nil
+}
+
+// manifestNote says how the manifest declares the served package pkg;
+// nothing for a binary validated alone (no manifest).
+func manifestNote(m *manifest.Manifest, pkg string) string {
+	if m.Dir == "" {
+		return ""
+	}
+	if d, ok := m.Imports[pkg]; ok {
+		return fmt.Sprintf(" (manifest: %q = %q)", pkg, d)
+	}
+	return " (not declared in [imports])"
 }
 
 // errorClass names a component refusal's typed class for --json.
@@ -417,9 +451,12 @@ func printValidate(out, errw io.Writer, rep *validateReport) {
 	for _, p := range rep.Problems {
 		fmt.Fprintln(errw, p)
 	}
-	if rep.OK {
+	switch {
+	case rep.OK && rep.Capsule == "":
+		fmt.Fprintf(out, "\nok: the host serves every import of %s (a %s alone: no manifest, so no pin, policy or tools checked)\n", rep.Dir, rep.Kind)
+	case rep.OK:
 		fmt.Fprintf(out, "\nok: %s is a valid capsule\n", rep.Dir)
-	} else {
+	default:
 		fmt.Fprintf(errw, "%s\n", plural(len(rep.Problems), "problem", "problems"))
 	}
 }

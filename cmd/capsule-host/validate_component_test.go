@@ -67,7 +67,8 @@ func socketsWorld(t *testing.T) string {
 }
 
 // validate on component binaries: the C capsule (clang + jco, the
-// README's recipe) shows its world, both halves, and its tools; a
+// README's recipe) shows its world, both halves, and its tools, and
+// alone (validate FILE.wasm) its world; a
 // component importing an interface the host does not serve is refused
 // with the typed class "unsupported", naming the interface, with its
 // exports still listed; a truncated component is "malformed".
@@ -81,7 +82,18 @@ func TestValidateComponent(t *testing.T) {
 		}
 	}
 
-	sock := componentCapsule(t, "sock", componenttest.Dummy(t, socketsWorld(t), "capsule:guest/sockets"))
+	// The binary alone, no manifest: its world only.
+	out, errOut, code = runCLI(t, "", "validate", filepath.Join(ccap, "ccap.wasm"))
+	if code != exitOK || !strings.Contains(out, "capsule:guest/tool@1.0.0  describe, call") || !strings.Contains(out, "a component alone") {
+		t.Fatalf("validate ccap.wasm: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	sockWasm := componenttest.Dummy(t, socketsWorld(t), "capsule:guest/sockets")
+	out, errOut, code = runCLI(t, "", "validate", sockWasm)
+	if code != exitFailed || !strings.HasPrefix(errOut, sockWasm+": ") || !strings.Contains(errOut, `import "wasi:sockets/tcp@0.2.3"`) {
+		t.Fatalf("validate dummy.wasm: exit %d\n%s\n%s", code, out, errOut)
+	}
+	sock := componentCapsule(t, "sock", sockWasm)
 	out, errOut, code = runCLI(t, "", "validate", sock, "--json")
 	var rep validateReport
 	if code != exitFailed || json.Unmarshal([]byte(out), &rep) != nil || rep.OK || rep.Kind != "component" {

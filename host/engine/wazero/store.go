@@ -2,6 +2,7 @@ package wazero
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sort"
@@ -119,8 +120,11 @@ func (s *store) instantiate(ctx context.Context, cm wazero.CompiledModule, resol
 		}
 		return s.empty
 	})
+	// A rand source, though no core instance of a Store can reach WASI
+	// preview1's random_get: without one wazero seeds a math/rand source
+	// per module, a fifth of a C component's instantiation CPU.
 	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions().
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().
+		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader).
 		WithStdout(writerOrDiscard(s.cfg.Stdout)).WithStderr(writerOrDiscard(s.cfg.Stderr))
 	lm := (*limitedMemory)(nil)
 	if p := instanceLimit(s.e.limit, s.cfg.MemoryLimitPages); p > 0 {
@@ -256,7 +260,7 @@ func (s *store) Funcs(ctx context.Context, fs []engine.HostFunc) ([]engine.Exter
 	if err != nil {
 		return nil, fmt.Errorf("wazero: host functions: %w", err)
 	}
-	am, err := s.e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
+	am, err := s.e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName("").WithRandSource(rand.Reader))
 	if err != nil {
 		_ = cm.Close(ctx)
 		return nil, fmt.Errorf("wazero: host functions: %w", err)

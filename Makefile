@@ -11,9 +11,11 @@ GO    ?= go
 # busybox the OCI tests build their rootfs from, wat2wasm for WAT fixtures,
 # gcc with a static libc for the OCI container init (sandbox/oci/init),
 # etcd for the cluster tests, tmux (the anchor the terminal and cost tests
-# compare with) and python3 (a REPL the terminal tests drive).
-APT_PACKAGES := runc bubblewrap busybox-static wabt gcc libc6-dev etcd-server tmux python3
-APT_COMMANDS := runc bwrap busybox wat2wasm gcc etcd tmux python3
+# compare with), python3 (a REPL the terminal tests drive) and clang, lld,
+# wasi-libc and wasm32 compiler-rt builtins for the C component capsule
+# (host/component/testdata/ccap; wasm-ld links libclang_rt.builtins-wasm32.a).
+APT_PACKAGES := runc bubblewrap busybox-static wabt gcc libc6-dev etcd-server tmux python3 clang lld wasi-libc libclang-rt-14-dev-wasm32
+APT_COMMANDS := runc bwrap busybox wat2wasm gcc etcd tmux python3 clang wasm-ld
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/... ./capsules/internal/e2e/...
 TEST_TIMEOUT ?= 30m
 
@@ -39,6 +41,9 @@ deps:
 	@test -f /usr/lib/x86_64-linux-gnu/libc.a -o -f /usr/lib/aarch64-linux-gnu/libc.a || { \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq libc6-dev >/dev/null; }
+	@test -f /usr/lib/wasm32-wasi/libc.a -a -f "$$(clang --target=wasm32-wasi -print-libgcc-file-name)" || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wasi-libc libclang-rt-14-dev-wasm32 >/dev/null; }
 
 # npm-deps installs node (Debian's nodejs, npm) when missing, then the npm
 # packages exactly as pinned in each lockfile: jco and componentize-js for

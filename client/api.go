@@ -115,7 +115,8 @@ type CapsuleFailure struct {
 	Name string `json:"name,omitempty"`
 	Dir  string `json:"dir"`
 	// Kind is the error class: missing, manifest, checksum, import,
-	// export, policy, describe, instance, engine, closed, internal.
+	// export, policy, describe, instance, engine, component (a component
+	// construct or binary refused), closed, internal.
 	Kind  string `json:"kind"`
 	Error string `json:"error"`
 	// At is when the load was tried (RFC 3339).

@@ -68,7 +68,7 @@ func ComponentImports(wasm []byte) ([]ComponentImport, error) {
 			continue
 		}
 		ci := ComponentImport{Name: im.Name}
-		ci.Served, ci.Err = component.Resolve(im.Name, served)
+		ci.Served, ci.Err = component.Resolve(im.Name, im.Offset, served)
 		if int(im.Type) < len(c.TypeSpace) {
 			for _, ex := range c.TypeSpace[im.Type].Exports {
 				if ex.Sort == component.SortFunc {
@@ -79,4 +79,78 @@ func ComponentImports(wasm []byte) ([]ComponentImport, error) {
 		out = append(out, ci)
 	}
 	return out, component.CheckWIT(c, served, witSignatures())
+}
+
+// ComponentExport is one item a component exports: a function, or an
+// interface with the functions it holds (nil when the binary does not
+// say statically, e.g. an instance aliased from another instance).
+type ComponentExport struct {
+	Name      string
+	Sort      string // "func" or "instance"
+	Functions []string
+	// Called is whether the host calls it: the capsule:guest tool
+	// interface (describe, call); other exports are ignored.
+	Called bool
+}
+
+// ComponentExports lists a component binary's exported functions and
+// interfaces, read from the binary without compiling it (validate's
+// view of the component's world, beside ComponentImports).
+func ComponentExports(wasm []byte) ([]ComponentExport, error) {
+	c, err := component.Parse(wasm)
+	if err != nil {
+		return nil, err
+	}
+	var out []ComponentExport
+	for _, ex := range c.Exports {
+		ce := ComponentExport{Name: ex.Name, Sort: ex.Sort.String(), Called: ex.Name == tool.Interface}
+		switch ex.Sort {
+		case component.SortFunc:
+			ce.Functions = []string{ex.Name}
+		case component.SortInstance:
+			ce.Functions = instanceFuncs(c, ex.Index)
+		default:
+			continue // types: nothing to call
+		}
+		out = append(out, ce)
+	}
+	return out, nil
+}
+
+// instanceFuncs are the function names of c's instance idx: from its
+// type when known, else from what defined it (inline exports, or the
+// exports of the nested component it instantiates, as wit-component's
+// export shim does).
+func instanceFuncs(c *component.Component, idx uint32) []string {
+	var names []string
+	if int(idx) < len(c.InstanceTypes) && c.InstanceTypes[idx] != nil && c.InstanceTypes[idx].Kind == component.TInstance {
+		for _, ex := range c.InstanceTypes[idx].Exports {
+			if ex.Sort == component.SortFunc {
+				names = append(names, ex.Name)
+			}
+		}
+		return names
+	}
+	defs := c.Defs[component.SortInstance]
+	if int(idx) >= len(defs) || defs[idx].Kind != component.DefInstance {
+		return nil
+	}
+	in := c.Instances[defs[idx].Index]
+	refs := in.Exports
+	if in.Component >= 0 {
+		cdefs := c.Defs[component.SortComponent]
+		if int(in.Component) >= len(cdefs) || cdefs[in.Component].Kind != component.DefComponent {
+			return nil
+		}
+		refs = nil
+		for _, e := range c.Components[cdefs[in.Component].Index].Exports {
+			refs = append(refs, component.Ref{Name: e.Name, Sort: e.Sort})
+		}
+	}
+	for _, r := range refs {
+		if r.Sort == component.SortFunc {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }

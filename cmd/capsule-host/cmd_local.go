@@ -36,13 +36,19 @@ import (
 func init() {
 	commands = append(commands,
 		&command{
-			name: "validate", args: "DIR", summary: "check a capsule: manifest, module checksum, imports, tools", minArgs: 1, maxArgs: 1,
+			name: "validate", args: "DIR|FILE.wasm", summary: "check a capsule: manifest, module checksum, imports, tools", minArgs: 1, maxArgs: 1,
 			help: `Checks the capsule in DIR the way serve would load it: the Capsule.toml
 (strictly: unknown keys and wrong types are errors), the module's pinned
 SHA-256, every import against the contract versions this binary serves,
 and the tools the module describes. Problems are printed as
 file:line: message and the exit code is 1. Backends and launch profiles
-are accepted here; the daemon checks them against its config.`,
+are accepted here; the daemon checks them against its config.
+
+For a component, validate shows its world: each imported interface with
+the host version that serves it or why none does (--json "error":
+unsupported, mismatch or malformed), and each export with its functions.
+Given a .wasm file instead of DIR, it checks that binary alone (a core
+module or a component, no manifest): its kind and its world.`,
 			run: runValidate,
 		},
 		&command{
@@ -77,21 +83,35 @@ as $CAPSULE_HOST_TOKEN). The daemon never stores the token itself.`,
 
 // validateReport is validate's --json output.
 type validateReport struct {
-	Dir      string          `json:"dir"`
-	OK       bool            `json:"ok"`
-	Capsule  string          `json:"capsule,omitempty"`
-	Version  string          `json:"version,omitempty"`
-	Module   string          `json:"module,omitempty"`
-	SHA256   string          `json:"sha256,omitempty"`
-	Imports  []validateGroup `json:"imports,omitempty"`
-	Tools    []string        `json:"tools,omitempty"`
-	Problems []string        `json:"problems,omitempty"`
+	Dir     string          `json:"dir"`
+	OK      bool            `json:"ok"`
+	Capsule string          `json:"capsule,omitempty"`
+	Version string          `json:"version,omitempty"`
+	Module  string          `json:"module,omitempty"`
+	SHA256  string          `json:"sha256,omitempty"`
+	Kind    string          `json:"kind,omitempty"` // "core module" or "component"
+	Imports []validateGroup `json:"imports,omitempty"`
+	// Exports are a component's exported interfaces and functions (its
+	// world's export half); a core module's are checked by the load.
+	Exports  []validateExport `json:"exports,omitempty"`
+	Tools    []string         `json:"tools,omitempty"`
+	Problems []string         `json:"problems,omitempty"`
 }
 
 type validateGroup struct {
 	Module    string `json:"module"`
 	Functions int    `json:"functions"`
 	Status    string `json:"status"`
+	// Error is the class of an import the host refuses: "unsupported"
+	// (not served), "mismatch" (served, another WIT) or "malformed".
+	Error string `json:"error,omitempty"`
+}
+
+type validateExport struct {
+	Name      string   `json:"name"`
+	Sort      string   `json:"sort"`
+	Functions []string `json:"functions"`
+	Status    string   `json:"status"`
 }
 
 func runValidate(e *env, o *opts, args []string) error {
@@ -108,7 +128,11 @@ func runValidate(e *env, o *opts, args []string) error {
 		}
 		rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %v", filepath.Join(dir, manifest.FileName), err))
 	}
-	validateCapsule(e.ctx, dir, pinHint(args[0]), &rep, problem)
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().IsRegular() {
+		validateBinary(e.ctx, dir, &rep, problem)
+	} else {
+		validateCapsule(e.ctx, dir, pinHint(args[0]), &rep, problem)
+	}
 	rep.OK = len(rep.Problems) == 0
 	if e.g.json {
 		if err := printJSON(e.stdout, rep); err != nil {
@@ -151,6 +175,27 @@ func validateCapsule(ctx context.Context, dir, hint string, rep *validateReport,
 	}
 }
 
+// validateBinary checks a core module or component binary alone, with
+// no manifest (so no pin, policy or tools): its kind and its world, each
+// import served or refused with its typed class. For a component built
+// but not yet given a Capsule.toml.
+func validateBinary(ctx context.Context, path string, rep *validateReport, problem func(error)) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		problem(err)
+		return
+	}
+	sum := sha256.Sum256(wasm)
+	rep.Module, rep.SHA256 = filepath.Base(path), hex.EncodeToString(sum[:])
+	if err := listImports(ctx, &manifest.Manifest{File: path}, wasm, rep); err != nil {
+		var me *manifest.Error
+		if errors.As(err, &me) {
+			err = &manifest.Error{File: path, Msg: me.Msg} // no manifest key to name
+		}
+		problem(err)
+	}
+}
+
 // readPinned reads the module and reports (without stopping) a checksum
 // other than the manifest's pin, with hint, the command that fixes it.
 func readPinned(m *manifest.Manifest, hint string, rep *validateReport, problem func(error)) ([]byte, error) {
@@ -179,8 +224,15 @@ func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *va
 	}
 	defer eng.Close(ctx)
 	if k, _ := component.Detect(wasm); k == component.KindComponent {
-		return listComponentImports(m, wasm, rep)
+		rep.Kind = "component"
+		// Both halves of the world are listed, even when an import is refused.
+		err := listComponentImports(m, wasm, rep)
+		if xerr := listComponentExports(m, wasm, rep); err == nil {
+			err = xerr
+		}
+		return err
 	}
+	rep.Kind = "core module"
 	if err := component.CheckCore(wasm, process.Served()); err != nil {
 		return m.Errorf("capsule.module", "%v", err) // another component version: say so, not "invalid version header"
 	}
@@ -209,12 +261,7 @@ func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *va
 			st = "granted (WASI preview1: no files, empty args and env)"
 		default:
 			if pkg, ver, ok := witModule(mn); ok && served[pkg+"@"+ver] {
-				st = "served"
-				if d, ok := m.Imports[pkg]; ok {
-					st += fmt.Sprintf(" (manifest: %q = %q)", pkg, d)
-				} else {
-					st += " (not declared in [imports])"
-				}
+				st = "served" + manifestNote(m, pkg)
 			}
 		}
 		rep.Imports = append(rep.Imports, validateGroup{Module: mn, Functions: count[mn], Status: st})
@@ -229,20 +276,59 @@ func listImports(ctx context.Context, m *manifest.Manifest, wasm []byte, rep *va
 func listComponentImports(m *manifest.Manifest, wasm []byte, rep *validateReport) error {
 	ims, err := host.ComponentImports(wasm)
 	for _, im := range ims {
-		st := "served as " + im.Served
+		st, class := "served as "+im.Served, ""
 		if im.Err != nil {
-			st = "not served: " + im.Err.Error()
+			st, class = "not served: "+im.Err.Error(), errorClass(im.Err)
 		} else if pkg, _, ok := witModule(im.Served); ok && strings.HasPrefix(pkg, "capsule:") {
-			if d, ok := m.Imports[pkg]; ok {
-				st += fmt.Sprintf(" (manifest: %q = %q)", pkg, d)
-			} else {
-				st += " (not declared in [imports])"
-			}
+			st += manifestNote(m, pkg)
 		}
-		rep.Imports = append(rep.Imports, validateGroup{Module: im.Name, Functions: im.Functions, Status: st})
+		rep.Imports = append(rep.Imports, validateGroup{Module: im.Name, Functions: im.Functions, Status: st, Error: class})
 	}
 	if err != nil {
 		return m.Errorf("capsule.module", "%v", err)
+	}
+	return nil
+}
+
+// manifestNote says how the manifest declares the served package pkg;
+// nothing for a binary validated alone (no manifest).
+func manifestNote(m *manifest.Manifest, pkg string) string {
+	if m.Dir == "" {
+		return ""
+	}
+	if d, ok := m.Imports[pkg]; ok {
+		return fmt.Sprintf(" (manifest: %q = %q)", pkg, d)
+	}
+	return " (not declared in [imports])"
+}
+
+// errorClass names a component refusal's typed class for --json.
+func errorClass(err error) string {
+	switch {
+	case errors.Is(err, component.ErrMismatch):
+		return "mismatch"
+	case errors.Is(err, component.ErrUnsupported):
+		return "unsupported"
+	case errors.Is(err, component.ErrMalformed):
+		return "malformed"
+	}
+	return "error"
+}
+
+// listComponentExports lists what a component exports and whether the
+// host calls it; the scratch load then checks the tool interface's
+// functions for real.
+func listComponentExports(m *manifest.Manifest, wasm []byte, rep *validateReport) error {
+	exs, err := host.ComponentExports(wasm)
+	if err != nil {
+		return m.Errorf("capsule.module", "%v", err)
+	}
+	for _, ex := range exs {
+		st := "not used by the host"
+		if ex.Called {
+			st = "called by the host (the capsule's tools)"
+		}
+		rep.Exports = append(rep.Exports, validateExport{Name: ex.Name, Sort: ex.Sort, Functions: ex.Functions, Status: st})
 	}
 	return nil
 }
@@ -317,22 +403,41 @@ func witModule(mod string) (pkg, ver string, ok bool) {
 	return pkg, ver, ok
 }
 
-func printValidate(out, errw io.Writer, rep *validateReport) {
-	if rep.Capsule != "" {
-		fmt.Fprintf(out, "capsule  %s %s\n", rep.Capsule, rep.Version)
-	}
-	if rep.Module != "" {
-		fmt.Fprintf(out, "module   %s (sha256 %s)\n", rep.Module, abbreviate(rep.SHA256, 16))
-	}
+// printWorld prints the module's imports and, for a component, its
+// exports: the component's world as the host sees it.
+func printWorld(out io.Writer, rep *validateReport) {
 	if len(rep.Imports) > 0 {
 		fmt.Fprintln(out)
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "IMPORT MODULE\tFUNCTIONS\tSTATUS")
+		head := "IMPORT MODULE"
+		if rep.Kind == "component" {
+			head = "IMPORT INTERFACE"
+		}
+		fmt.Fprintf(tw, "%s\tFUNCTIONS\tSTATUS\n", head)
 		for _, g := range rep.Imports {
 			fmt.Fprintf(tw, "%s\t%d\t%s\n", g.Module, g.Functions, g.Status)
 		}
 		tw.Flush()
 	}
+	if len(rep.Exports) > 0 {
+		fmt.Fprintln(out)
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "EXPORT\tFUNCTIONS\tSTATUS")
+		for _, ex := range rep.Exports {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", ex.Name, strings.Join(ex.Functions, ", "), ex.Status)
+		}
+		tw.Flush()
+	}
+}
+
+func printValidate(out, errw io.Writer, rep *validateReport) {
+	if rep.Capsule != "" {
+		fmt.Fprintf(out, "capsule  %s %s\n", rep.Capsule, rep.Version)
+	}
+	if rep.Module != "" {
+		fmt.Fprintf(out, "module   %s (%s, sha256 %s)\n", rep.Module, rep.Kind, abbreviate(rep.SHA256, 16))
+	}
+	printWorld(out, rep)
 	if len(rep.Tools) > 0 {
 		fmt.Fprintf(out, "\ntools    %s\n", strings.Join(rep.Tools, ", "))
 	}
@@ -346,9 +451,12 @@ func printValidate(out, errw io.Writer, rep *validateReport) {
 	for _, p := range rep.Problems {
 		fmt.Fprintln(errw, p)
 	}
-	if rep.OK {
+	switch {
+	case rep.OK && rep.Capsule == "":
+		fmt.Fprintf(out, "\nok: the host serves every import of %s (a %s alone: no manifest, so no pin, policy or tools checked)\n", rep.Dir, rep.Kind)
+	case rep.OK:
 		fmt.Fprintf(out, "\nok: %s is a valid capsule\n", rep.Dir)
-	} else {
+	default:
 		fmt.Fprintf(errw, "%s\n", plural(len(rep.Problems), "problem", "problems"))
 	}
 }

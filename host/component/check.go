@@ -6,7 +6,7 @@ import (
 
 // hintWIT is what a capsule author can do about an import the host does
 // not serve.
-const hintWIT = "build the capsule against the WIT this host serves (capsule-host wit --out DIR writes it)"
+const hintWIT = "build the capsule against the WIT this host serves: capsule-host wit --out DIR writes it"
 
 // CheckCore is the gate in front of an engine's Compile, which compiles
 // core modules only. A core module (or bytes that are not wasm at all,

@@ -107,7 +107,7 @@ func FuzzResolve(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		got, err := Resolve(name, served)
+		got, err := Resolve(name, 0, served)
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) || !errors.Is(err, ErrUnsupported) {

@@ -16,44 +16,65 @@ import (
 
 // BenchmarkInstanceMemory: instantiating one pooled instance, and the
 // linear memory it holds right after (mem-bytes), for the componentize-js
-// capsule and for the Go testcap as a core module, in one run. Run:
+// capsule, for the Go testcap as a core module and for the C capsule in
+// both forms, in one run. Run:
 // go test -run XXX -bench InstanceMemory -benchtime 5x ./host/component
 func BenchmarkInstanceMemory(b *testing.B) {
-	ctx := context.Background()
 	funcs := process.HostFuncs(nil) // never called: instantiation makes no host calls
 	b.Run("js-component", func(b *testing.B) {
-		eng := newBenchEngine(b, nil)
-		bin, err := os.ReadFile(componenttest.BuildJS(b, filepath.Join(componenttest.Dir(), "..", "jscap", "capsule.js"), "capsule:guest/capsule", false))
-		if err != nil {
-			b.Fatal(err)
-		}
-		c, err := component.Parse(bin)
-		if err != nil {
-			b.Fatal(err)
-		}
-		hf := func(cfg engine.InstanceConfig) []engine.HostFunc {
-			return append(funcs[:len(funcs):len(funcs)], wasip2.Funcs(wasip2.Config{})...)
-		}
-		m, err := component.Compile(ctx, eng, c, hf, process.Signatures())
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer m.Close(ctx)
-		instances(b, m)
+		instances(b, compileComponent(b, componenttest.BuildJS(b, filepath.Join(componenttest.Dir(), "..", "jscap", "capsule.js"), "capsule:guest/capsule", false)))
 	})
 	b.Run("go-core", func(b *testing.B) {
-		eng := newBenchEngine(b, funcs)
-		bin, err := os.ReadFile(filepath.Join(componenttest.Root(), "capsules/testcap/testcap.wasm"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		m, err := eng.Compile(ctx, bin)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer m.Close(ctx)
-		instances(b, m)
+		instances(b, compileCore(b, funcs, filepath.Join(componenttest.Root(), "capsules/testcap/testcap.wasm")))
 	})
+	ccore := func(b *testing.B) string {
+		return componenttest.CompileC(b, filepath.Join(componenttest.Dir(), "..", "ccap", "capsule.c"))
+	}
+	b.Run("c-core", func(b *testing.B) { instances(b, compileCore(b, funcs, ccore(b))) })
+	b.Run("c-component", func(b *testing.B) {
+		instances(b, compileComponent(b, componenttest.Wrap(b, ccore(b), "capsule:guest/capsule")))
+	})
+}
+
+// compileComponent compiles the component at path with capsule:process
+// and WASI 0.2 served; it is closed with the benchmark.
+func compileComponent(b *testing.B, path string) engine.Module {
+	ctx := context.Background()
+	funcs := process.HostFuncs(nil)
+	eng := newBenchEngine(b, nil)
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := component.Parse(bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hf := func(cfg engine.InstanceConfig) []engine.HostFunc {
+		return append(funcs[:len(funcs):len(funcs)], wasip2.Funcs(wasip2.Config{})...)
+	}
+	m, err := component.Compile(ctx, eng, c, hf, process.Signatures())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close(ctx) })
+	return m
+}
+
+// compileCore compiles the core module at path; closed with the benchmark.
+func compileCore(b *testing.B, funcs []engine.HostFunc, path string) engine.Module {
+	ctx := context.Background()
+	eng := newBenchEngine(b, funcs)
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := eng.Compile(ctx, bin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close(ctx) })
+	return m
 }
 
 func newBenchEngine(b *testing.B, funcs []engine.HostFunc) engine.Engine {

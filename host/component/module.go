@@ -41,7 +41,9 @@ func Compile(ctx context.Context, eng engine.Engine, c *Component, funcs HostFun
 	}
 	l, ok := eng.(engine.Linker)
 	if !ok {
-		return nil, fmt.Errorf("%w: engine %s cannot run components (%w)", ErrUnsupported, eng.Name(), engine.ErrLinkUnsupported)
+		return nil, fmt.Errorf("%w: engine %s cannot run components (%w: it keeps one store per instance, "+
+			"a component needs several linked); run component capsules on the default engine, wazero "+
+			"(--engine wazero, or engine = \"wazero\" in the host config)", ErrUnsupported, eng.Name(), engine.ErrLinkUnsupported)
 	}
 	m := &Module{c: c, linker: l, modules: map[*Component][]*coreModule{}, funcs: funcs}
 	if err := m.compile(ctx, eng, c); err != nil {

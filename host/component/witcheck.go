@@ -59,9 +59,9 @@ func servedNames(served []string) *servedSet {
 
 // Resolve is the module of served that an import of interface name is
 // linked to (the same name, or a semver-compatible version), or the
-// *Error (ErrUnsupported) load would give.
-func Resolve(name string, served []string) (string, error) {
-	return servedNames(served).resolve(name, 0)
+// *Error (ErrUnsupported) load would give, at offset (the import's).
+func Resolve(name string, offset int, served []string) (string, error) {
+	return servedNames(served).resolve(name, offset)
 }
 
 // diff is the first difference found: where, and each side.

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,4 +143,46 @@ func needJco(t testing.TB) string {
 		}
 	}
 	return node
+}
+
+// BuildC compiles the C capsule at src (a path) with clang for
+// wasm32-wasi as a reactor against Debian's wasi-libc (the sysroot
+// /usr/lib/wasm32-wasi; `make deps` installs clang, lld, wasi-libc and
+// the wasm32 compiler-rt builtins), then makes it a component for world
+// with Wrap: the README's C recipe. It skips, saying what to install,
+// only when one of those is missing; a compile error fails.
+func BuildC(t testing.TB, src, world string) string {
+	t.Helper()
+	return Wrap(t, CompileC(t, src), world)
+}
+
+// CompileC is BuildC's first step: clang's core module (a wasip1
+// reactor importing capsule:process by the core-module conventions, so
+// it also loads as a core capsule), written under t.TempDir().
+func CompileC(t testing.TB, src string) string {
+	t.Helper()
+	clang, err := exec.LookPath("clang")
+	if err != nil {
+		t.Skip("SKIP (C component fixture): clang is not installed; run `make deps` (apt-get install clang lld wasi-libc libclang-rt-14-dev-wasm32)")
+	}
+	if _, err := os.Stat("/usr/lib/wasm32-wasi/libc.a"); err != nil {
+		t.Skip("SKIP (C component fixture): the wasi-libc sysroot /usr/lib/wasm32-wasi is missing; run `make deps` (apt-get install wasi-libc)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// wasm-ld links compiler-rt's wasm32 builtins; clang names where it
+	// looks for them.
+	rt, err := exec.CommandContext(ctx, clang, "--target=wasm32-wasi", "-print-libgcc-file-name").Output()
+	if err != nil {
+		t.Fatalf("clang -print-libgcc-file-name: %v", err)
+	}
+	if _, err := os.Stat(strings.TrimSpace(string(rt))); err != nil {
+		t.Skipf("SKIP (C component fixture): compiler-rt's wasm32 builtins %s are missing; run `make deps` (apt-get install libclang-rt-14-dev-wasm32)", strings.TrimSpace(string(rt)))
+	}
+	core := filepath.Join(t.TempDir(), "capsule.wasm")
+	cmd := exec.CommandContext(ctx, clang, "--target=wasm32-wasi", "-O2", "-mexec-model=reactor", "-Wall", "-Werror", "-o", core, src)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("clang %s: %v\n%s", src, err, b)
+	}
+	return core
 }

@@ -2,6 +2,7 @@ package wazero
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sort"
@@ -29,6 +30,11 @@ type extern struct {
 	kind engine.ExternKind
 	mod  api.Module
 	name string
+	// fn is the func export, looked up at the first Call: wazero's
+	// ExportedFunction makes a new call engine (a ~10 KB stack) each
+	// time, which per call was most of a component call's allocations.
+	// An extern belongs to one Store, whose calls never overlap.
+	fn api.Function
 }
 
 func (x *extern) Kind() engine.ExternKind { return x.kind }
@@ -114,8 +120,11 @@ func (s *store) instantiate(ctx context.Context, cm wazero.CompiledModule, resol
 		}
 		return s.empty
 	})
+	// A rand source, though no core instance of a Store can reach WASI
+	// preview1's random_get: without one wazero seeds a math/rand source
+	// per module, a fifth of a C component's instantiation CPU.
 	mc := wazero.NewModuleConfig().WithName("").WithStartFunctions().
-		WithSysWalltime().WithSysNanotime().WithSysNanosleep().
+		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader).
 		WithStdout(writerOrDiscard(s.cfg.Stdout)).WithStderr(writerOrDiscard(s.cfg.Stderr))
 	lm := (*limitedMemory)(nil)
 	if p := instanceLimit(s.e.limit, s.cfg.MemoryLimitPages); p > 0 {
@@ -251,7 +260,7 @@ func (s *store) Funcs(ctx context.Context, fs []engine.HostFunc) ([]engine.Exter
 	if err != nil {
 		return nil, fmt.Errorf("wazero: host functions: %w", err)
 	}
-	am, err := s.e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName(""))
+	am, err := s.e.rt.InstantiateModule(ctx, cm, wazero.NewModuleConfig().WithName("").WithRandSource(rand.Reader))
 	if err != nil {
 		_ = cm.Close(ctx)
 		return nil, fmt.Errorf("wazero: host functions: %w", err)
@@ -279,11 +288,12 @@ func (s *store) Call(ctx context.Context, fn engine.Extern, params ...uint64) ([
 	if ex.mod.IsClosed() {
 		return nil, &engine.Trap{Reason: "instance is closed"}
 	}
-	f := ex.mod.ExportedFunction(ex.name)
-	if f == nil {
-		return nil, fmt.Errorf("%w: no func export %q", engine.ErrLink, ex.name)
+	if ex.fn == nil {
+		if ex.fn = ex.mod.ExportedFunction(ex.name); ex.fn == nil {
+			return nil, fmt.Errorf("%w: no func export %q", engine.ErrLink, ex.name)
+		}
 	}
-	res, err := f.Call(ctx, params...)
+	res, err := ex.fn.Call(ctx, params...)
 	if err != nil {
 		return nil, convertErr(err)
 	}

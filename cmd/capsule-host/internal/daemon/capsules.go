@@ -26,7 +26,9 @@ import (
 	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/bundled"
 	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/host/component"
 	"github.com/capsule-host/capsule-host/host/config"
+	"github.com/capsule-host/capsule-host/host/engine"
 	"github.com/capsule-host/capsule-host/host/manifest"
 	"github.com/capsule-host/capsule-host/registry"
 )
@@ -472,6 +474,11 @@ func FailureKind(err error) string {
 		{host.ErrChecksum, "checksum"}, {host.ErrImport, "import"}, {host.ErrExport, "export"},
 		{host.ErrPolicy, "policy"}, {host.ErrDescribe, "describe"}, {host.ErrInstance, "instance"},
 		{host.ErrEngine, "engine"}, {host.ErrClosed, "closed"},
+		// A component: an engine that cannot run one (before the class
+		// ErrUnsupported it also is), a capsule:process import of another
+		// WIT, or a construct or binary the loader refuses.
+		{engine.ErrLinkUnsupported, "engine"}, {component.ErrMismatch, "import"},
+		{component.ErrUnsupported, "component"}, {component.ErrMalformed, "component"},
 		{fs.ErrNotExist, "missing"}, {manifest.ErrInvalid, "manifest"},
 	} {
 		if errors.Is(err, k.err) {

@@ -11,7 +11,7 @@
 // real component binary whose import types are exactly the WIT's, for
 // the load-time type check.
 //
-// WITDIR is the repo's wit/ (one folder per package). jco's witPath
+// WITDIR is the repo's wit/ or a `capsule-host wit --out` directory. jco's witPath
 // cannot read directories here (its WASI sandbox sees no files), so the
 // packages go in as one witSource in WIT's nested `package x { ... }` form.
 import { readFile, readdir, writeFile } from 'node:fs/promises';
@@ -25,19 +25,36 @@ if (!output) {
 }
 
 // The world's own package is the document's header package; the others
-// follow it nested.
+// follow it nested. WITDIR is either the repo's wit/ (one folder per
+// package) or what `capsule-host wit --out` writes (the world's package
+// at the top, every other package in a folder under deps/).
+async function witFiles(dir) {
+  const entries = await readdir(dir, { withFileTypes: true });
+  const top = entries.filter((d) => d.isFile() && d.name.endsWith('.wit')).map((d) => join(dir, d.name)).sort();
+  const dirs = [];
+  for (const d of entries.filter((d) => d.isDirectory()).map((d) => d.name).sort()) {
+    if (d !== 'deps') { dirs.push(join(dir, d)); continue; }
+    for (const dep of (await readdir(join(dir, d), { withFileTypes: true })).filter((e) => e.isDirectory()).map((e) => e.name).sort()) {
+      dirs.push(join(dir, d, dep));
+    }
+  }
+  const files = [...top];
+  for (const d of dirs) {
+    files.push(...(await readdir(d)).filter((f) => f.endsWith('.wit')).sort().map((f) => join(d, f)));
+  }
+  return files;
+}
+
 async function witSource(dir, world) {
   const main = world.split('/')[0];
   let head = '';
   const nested = [];
-  for (const pkg of (await readdir(dir, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name).sort()) {
-    for (const f of (await readdir(join(dir, pkg))).filter((f) => f.endsWith('.wit')).sort()) {
-      const text = await readFile(join(dir, pkg, f), 'utf8');
-      const m = text.match(/^package\s+([^;\s]+)\s*;/m);
-      if (!m) throw new Error(`${pkg}/${f}: no package declaration`);
-      if (m[1].split('@')[0] === main && !head) head = text;
-      else nested.push(`package ${m[1]} {\n${text.replace(m[0], '')}\n}\n`);
-    }
+  for (const f of await witFiles(dir)) {
+    const text = await readFile(f, 'utf8');
+    const m = text.match(/^package\s+([^;\s]+)\s*;/m);
+    if (!m) throw new Error(`${f}: no package declaration`);
+    if (m[1].split('@')[0] === main && !head) head = text;
+    else nested.push(`package ${m[1]} {\n${text.replace(m[0], '')}\n}\n`);
   }
   if (!head) throw new Error(`no package ${main} in ${dir}`);
   return [head, ...nested].join('\n');

@@ -76,6 +76,15 @@ func runMCP(e *env, o *opts, _ []string) error {
 	if err != nil {
 		return err
 	}
+	if e.g.tcp == "" {
+		// One request per tool call for the whole session: keep the
+		// connections (NewTCP already does).
+		sock, err := socketPath(e)
+		if err != nil {
+			return err
+		}
+		c = api.NewUnixKeepAlive(sock)
+	}
 	srv, err := mcp.New(c, mcp.Options{Principal: principal, Version: binVersion(), Log: lg})
 	if err != nil {
 		return err

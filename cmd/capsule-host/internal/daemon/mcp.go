@@ -261,10 +261,7 @@ func (l localDaemon) Logs(_ context.Context, id string, q api.LogQuery) (api.Log
 }
 
 // Follow hands fn each new chunk of a stream until its EOF. Between reads
-// it waits on the registry's event log of the process's owner (log-ready
-// and exited events wake it), so new output is seen when it is written,
-// not at the next tick; a bounded wait re-reads in case an event was
-// coalesced away.
+// it waits for the process's next event (logWake).
 func (l localDaemon) Follow(ctx context.Context, id string, q api.LogQuery, fn func(api.LogChunk) error) error {
 	info, err := l.s.rt.Registry.OperatorStatus(id)
 	if err != nil {
@@ -279,8 +276,7 @@ func (l localDaemon) Follow(ctx context.Context, id string, q api.LogQuery, fn f
 		case <-ctx.Done():
 		}
 	}()
-	evctx := registry.WithCaller(ctx, registry.Caller{Capsule: info.Capsule, Principal: info.Principal})
-	var seq uint64
+	wake := newLogWake(ctx, l.s.rt.Registry, info)
 	for {
 		ch, err := l.Logs(ctx, id, q)
 		if err != nil {
@@ -297,14 +293,10 @@ func (l localDaemon) Follow(ctx context.Context, id string, q api.LogQuery, fn f
 		if len(ch.Data) > 0 {
 			continue
 		}
-		b, err := l.s.rt.Registry.PollEvents(evctx, seq, 64, followKeepalive)
+		wake.wait()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil {
-			return regAPIErr(err)
-		}
-		seq = b.Next
 	}
 }
 

@@ -25,9 +25,10 @@ import (
 // maxBody bounds a request body (a tool input); larger is refused.
 const maxBody = 8 << 20
 
-// followPoll is how often a follow stream looks for new output, and
-// followKeepalive how often it sends an empty chunk when there is none (so
-// a dead client is noticed and a live one sees progress).
+// followPoll is how often a follow stream looks for new output when the
+// registry's events cannot wake it (logWake), and followKeepalive how often
+// it sends an empty chunk when there is none (so a dead client is noticed
+// and a live one sees progress).
 const (
 	followPoll      = 100 * time.Millisecond
 	followKeepalive = 5 * time.Second
@@ -425,12 +426,13 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, ch)
 		return
 	}
-	s.follow(w, r, id, read, func(next string) { cursor = &next })
+	s.follow(w, r, info, read, func(next string) { cursor = &next })
 }
 
 // follow streams JSON lines of log chunks until EOF, the client leaves, or
-// the daemon shuts down.
-func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, read func() (api.LogChunk, error), advance func(string)) {
+// the daemon shuts down. Between reads it waits for the process's next
+// event (logWake).
+func (s *Server) follow(w http.ResponseWriter, r *http.Request, info registry.Info, read func() (api.LogChunk, error), advance func(string)) {
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-store")
@@ -440,8 +442,16 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, read 
 	}
 	enc := json.NewEncoder(w)
 	last := time.Now()
-	t := time.NewTicker(followPoll)
-	defer t.Stop()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	wake := newLogWake(ctx, s.rt.Registry, info)
 	for {
 		ch, err := read()
 		if err != nil {
@@ -467,13 +477,14 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, read 
 		if len(ch.Data) > 0 {
 			continue // more may be buffered: read again at once
 		}
+		wake.wait()
 		select {
 		case <-r.Context().Done():
 			return
 		case <-s.stopping:
 			_ = enc.Encode(api.ErrorResponse{Error: api.ErrorBody{Code: api.CodeShuttingDown, Message: "the daemon is shutting down"}})
 			return
-		case <-t.C:
+		default:
 		}
 	}
 }

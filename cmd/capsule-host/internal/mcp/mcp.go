@@ -126,6 +126,7 @@ func New(d Daemon, o Options) (*Server, error) {
 		Description: "A persistent process of this principal: stream is status (JSON), stdout or stderr (add ?cursor=C to read on).",
 	}, s.readResource)
 	s.srv.AddReceivingMiddleware(s.middleware)
+	s.srv.AddSendingMiddleware(s.sendingMiddleware)
 	return s, nil
 }
 
@@ -149,9 +150,11 @@ func (s *Server) Close() {
 
 // middleware answers resources/list from the daemon at each request (so
 // a client that lost its context lists its processes again, and nothing
-// is cached that could go stale), answers resources/read, and refreshes the tool list before
-// tools/list (so a capsule loaded or removed since shows up, with
-// notifications/tools/list_changed to the sessions).
+// is cached that could go stale), answers resources/read, confirms a
+// resources/subscribe to its watcher once the SDK recorded it, and
+// refreshes the tool list before tools/list (so a capsule loaded or
+// removed since shows up, with notifications/tools/list_changed to the
+// sessions).
 func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
@@ -163,9 +166,31 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if r, ok := req.(*mcp.ReadResourceRequest); ok && r.Params != nil {
 				return s.readResource(ctx, r)
 			}
+		case "resources/subscribe":
+			res, err := next(ctx, method, req)
+			if r, ok := req.(*mcp.SubscribeRequest); ok && err == nil && r.Params != nil {
+				s.subs.confirmed(r.Session, r.Params.URI)
+			}
+			return res, err
 		case "tools/list":
 			if err := s.SyncTools(ctx); err != nil {
 				s.log.Warn("refreshing the tool list", "err", err)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// sendingMiddleware sees the acknowledgement of a subscriptions/listen
+// stream, which the SDK sends once it recorded the stream's resource
+// subscriptions: from then on their notifications reach the session.
+func (s *Server) sendingMiddleware(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/subscriptions/acknowledged" {
+			p, _ := req.GetParams().(*mcp.SubscriptionsAcknowledgedParams)
+			sess, _ := req.GetSession().(*mcp.ServerSession)
+			if p != nil && sess != nil {
+				s.subs.confirmed(sess, p.Notifications.ResourceSubscriptions...)
 			}
 		}
 		return next(ctx, method, req)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,9 @@ type session struct {
 	cs      *sdk.ClientSession
 	updated chan string
 	changed chan struct{}
+	// acked gets the resource URIs of each subscriptions/listen stream the
+	// server acknowledged (2026-07-28 and later).
+	acked chan []string
 }
 
 // legacy is the newest protocol version with resources/subscribe as a
@@ -94,7 +98,7 @@ func connect(t *testing.T, d mcp.Daemon, o mcp.Options, version ...string) *sess
 	st, ct := sdk.NewInMemoryTransports()
 	ran := make(chan error, 1)
 	go func() { ran <- srv.Run(ctx, st) }()
-	s := &session{updated: make(chan string, 256), changed: make(chan struct{}, 16)}
+	s := &session{updated: make(chan string, 256), changed: make(chan struct{}, 16), acked: make(chan []string, 64)}
 	copts := &sdk.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) {
 			select {
@@ -114,6 +118,17 @@ func connect(t *testing.T, d mcp.Daemon, o mcp.Options, version ...string) *sess
 		sopts = &sdk.ClientSessionOptions{ProtocolVersion: version[0]}
 	}
 	cl := sdk.NewClient(&sdk.Implementation{Name: "go-test", Version: "1"}, copts)
+	cl.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if p, ok := req.GetParams().(*sdk.SubscriptionsAcknowledgedParams); ok && method == "notifications/subscriptions/acknowledged" {
+				select {
+				case s.acked <- p.Notifications.ResourceSubscriptions:
+				default:
+				}
+			}
+			return next(ctx, method, req)
+		}
+	})
 	cs, err := cl.Connect(ctx, ct, sopts)
 	if err != nil {
 		t.Fatal(err)
@@ -182,6 +197,34 @@ func spawnReader(t *testing.T, s *session) string {
 		t.Fatalf("spawn: %+v", out)
 	}
 	return out.OK
+}
+
+// subscribe subscribes s to uri and returns once the subscription is live.
+// On 2026-07-28 and later that is when the server acknowledges the
+// subscriptions/listen stream: the Go SDK's Subscribe sends the request
+// and returns at once, so output caused right after it (through another
+// session) can reach the daemon before the server took the subscription's
+// starting cursor, and is then history, not news.
+func subscribe(t *testing.T, s *session, uri string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
+		t.Fatalf("subscribe %s: %v", uri, err)
+	}
+	if s.cs.InitializeResult().ProtocolVersion < "2026-07-28" {
+		return // resources/subscribe: live once answered
+	}
+	for {
+		select {
+		case uris := <-s.acked:
+			if slices.Contains(uris, uri) {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no subscriptions/acknowledged for %s within a minute", uri)
+		}
+	}
 }
 
 func waitUpdate(t *testing.T, s *session, uri string) {
@@ -352,9 +395,7 @@ func TestResourcesInProcess(t *testing.T) {
 	if err := alice.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: status}); err != nil {
 		t.Fatal(err)
 	}
-	if err := alice2.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: stdout}); err != nil {
-		t.Fatal(err)
-	}
+	subscribe(t, alice2, stdout)
 	// Over the bound: a clear error with its code.
 	err = alice.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: mcp.ProcessURI(id, "stderr")})
 	var je *jsonrpc.Error

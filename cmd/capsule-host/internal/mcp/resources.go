@@ -102,14 +102,50 @@ const notifyGap = 10 * time.Millisecond
 type subscriptions struct {
 	s  *Server
 	mu sync.Mutex
-	// by session, then URI: the watcher's cancel.
-	w map[*mcp.ServerSession]map[string]context.CancelFunc
+	// by session, then URI.
+	w map[*mcp.ServerSession]map[string]*watcher
 	// wg counts running watchers (closeAll waits for them).
 	wg sync.WaitGroup
 }
 
+// watcher is one subscription's watch goroutine.
+type watcher struct {
+	cancel context.CancelFunc
+	// live is closed once the SDK holds the subscription. The SDK calls
+	// the subscribe handler first and records the session as a subscriber
+	// only after it returned; Server.ResourceUpdated reaches recorded
+	// sessions only, so a notification sent in between went to no one (the
+	// first update was lost whenever output followed the subscribe at
+	// once). The notifier waits for live before its first send.
+	live chan struct{}
+	once sync.Once
+}
+
+// confirm opens the watcher's gate: the SDK now holds the subscription.
+func (w *watcher) confirm() { w.once.Do(func() { close(w.live) }) }
+
+// liveTimeout bounds the wait for the SDK's confirmation, should a later
+// SDK record subscriptions on a path the middlewares do not see: an update
+// that is late but told beats one that never comes.
+const liveTimeout = 5 * time.Second
+
 func newSubscriptions(s *Server) *subscriptions {
-	return &subscriptions{s: s, w: map[*mcp.ServerSession]map[string]context.CancelFunc{}}
+	return &subscriptions{s: s, w: map[*mcp.ServerSession]map[string]*watcher{}}
+}
+
+// confirmed is told, by the middlewares, that the SDK recorded sess as a
+// subscriber of uris: after a resources/subscribe answered without error,
+// and when a subscriptions/listen stream is acknowledged (2026-07-28 and
+// later, where the acknowledgement is what tells the client that its
+// subscription is live).
+func (ss *subscriptions) confirmed(sess *mcp.ServerSession, uris ...string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, u := range uris {
+		if w := ss.w[sess][u]; w != nil {
+			w.confirm()
+		}
+	}
 }
 
 // codeTooManySubscriptions is the code in the JSON-RPC error's data when
@@ -141,7 +177,7 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	defer ss.mu.Unlock()
 	m := ss.w[req.Session]
 	if m == nil {
-		m = map[string]context.CancelFunc{}
+		m = map[string]*watcher{}
 		ss.w[req.Session] = m
 		go ss.reapOnClose(req.Session)
 	}
@@ -154,11 +190,12 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 			Message: fmt.Sprintf("%s: this session holds %d subscriptions, the most it may; unsubscribe from one first", codeTooManySubscriptions, len(m))}
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m[uri] = cancel
+	w := &watcher{cancel: cancel, live: make(chan struct{})}
+	m[uri] = w
 	ss.wg.Add(1)
 	go func() {
 		defer ss.wg.Done()
-		ss.watch(wctx, uri, ref, stream, cursor)
+		ss.watch(wctx, uri, ref, stream, cursor, w.live)
 	}()
 	return nil
 }
@@ -166,8 +203,8 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 func (ss *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if cancel, ok := ss.w[req.Session][req.Params.URI]; ok {
-		cancel()
+	if w, ok := ss.w[req.Session][req.Params.URI]; ok {
+		w.cancel()
 		delete(ss.w[req.Session], req.Params.URI)
 	}
 	return nil
@@ -178,8 +215,8 @@ func (ss *subscriptions) reapOnClose(sess *mcp.ServerSession) {
 	_ = sess.Wait()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	for _, cancel := range ss.w[sess] {
-		cancel()
+	for _, w := range ss.w[sess] {
+		w.cancel()
 	}
 	delete(ss.w, sess)
 }
@@ -188,8 +225,8 @@ func (ss *subscriptions) reapOnClose(sess *mcp.ServerSession) {
 func (ss *subscriptions) closeAll() {
 	ss.mu.Lock()
 	for sess, m := range ss.w {
-		for _, cancel := range m {
-			cancel()
+		for _, w := range m {
+			w.cancel()
 		}
 		delete(ss.w, sess)
 	}
@@ -202,12 +239,12 @@ func (ss *subscriptions) closeAll() {
 // at its end;
 // for status, when stdout ends (the process exited). The daemon pushes
 // chunks on its follow stream; nothing here polls.
-func (ss *subscriptions) watch(ctx context.Context, uri string, ref procRef, stream, cursor string) {
+func (ss *subscriptions) watch(ctx context.Context, uri string, ref procRef, stream, cursor string, live <-chan struct{}) {
 	dirty := make(chan struct{}, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ss.notifier(ctx, uri, dirty)
+		ss.notifier(ctx, uri, dirty, live)
 	}()
 	mark := func() {
 		select {
@@ -251,8 +288,20 @@ func (ss *subscriptions) tail(ctx context.Context, id, stream string) (string, e
 }
 
 // notifier sends resources/updated for each mark on dirty, at most one per
-// notifyGap: marks that arrive in between fold into one notification.
-func (ss *subscriptions) notifier(ctx context.Context, uri string, dirty <-chan struct{}) {
+// notifyGap: marks that arrive in between fold into one notification. It
+// starts sending once live is closed (see watcher.live); a mark made before
+// waits in dirty.
+func (ss *subscriptions) notifier(ctx context.Context, uri string, dirty <-chan struct{}, live <-chan struct{}) {
+	t := time.NewTimer(liveTimeout)
+	select {
+	case <-live:
+	case <-ctx.Done():
+		t.Stop()
+		return
+	case <-t.C:
+		ss.s.log.Warn("the MCP SDK did not confirm a subscription; notifying anyway", "uri", uri)
+	}
+	t.Stop()
 	for range dirty {
 		if err := ss.s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
 			return

@@ -168,7 +168,8 @@ func (p *peers) post(ctx context.Context, node, path string, body, out any) erro
 	if err != nil {
 		return fmt.Errorf("%w: encoding a forwarded call: %v", registry.ErrInternal, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", u, bytes.NewReader(b))
+	tctx, sent := registry.TraceSent(ctx)
+	req, err := http.NewRequestWithContext(tctx, "POST", u, bytes.NewReader(b))
 	if err != nil {
 		p.forget(node)
 		return fmt.Errorf("%w: node %q at %q: %v", registry.ErrUnavailable, node, u, err)
@@ -181,6 +182,9 @@ func (p *peers) post(ctx context.Context, node, path string, body, out any) erro
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: forwarding to node %q: %v", registry.ErrCancelled, node, ctx.Err())
 		}
+		if sent() {
+			return &registry.AnswerLostError{Node: node, Cause: err}
+		}
 		return &registry.HeldElsewhereError{Node: node}
 	}
 	defer resp.Body.Close()
@@ -189,7 +193,7 @@ func (p *peers) post(ctx context.Context, node, path string, body, out any) erro
 		return fmt.Errorf("%w: node %q refused the forwarded call: HTTP %d", registry.ErrUnavailable, node, resp.StatusCode)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, peerBodyMax)).Decode(out); err != nil {
-		return fmt.Errorf("%w: node %q answered: %v", registry.ErrUnavailable, node, err)
+		return &registry.AnswerLostError{Node: node, Cause: err}
 	}
 	return nil
 }
@@ -234,6 +238,7 @@ func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any)
 			http.Error(w, "bad forwarded call", http.StatusBadRequest)
 			return
 		}
+		call.From = r.Header.Get(peerNodeHdr) // the token (and with mTLS the certificate) vouched for it
 		res, err := reg.ServeRemote(r.Context(), call)
 		a := peerAnswer{Result: res}
 		if err != nil {

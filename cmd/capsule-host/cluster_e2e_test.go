@@ -63,6 +63,13 @@ func startCluster(t *testing.T, names []string, ttl string, clusterTOML ...strin
 	t.Helper()
 	bin := builtBinary(t)
 	ec := etcdtest.Start(t, 1)
+	ns, mark := startClusterOn(t, bin, ec, names, ttl, clusterTOML...)
+	return ns, ec, mark
+}
+
+// startClusterOn is startCluster on a given etcd.
+func startClusterOn(t *testing.T, bin string, ec *etcdtest.Cluster, names []string, ttl string, clusterTOML ...string) ([]*clusterNode, string) {
+	t.Helper()
 	root := t.TempDir()
 	var secret [32]byte
 	rand.Read(secret[:])
@@ -95,7 +102,7 @@ func startCluster(t *testing.T, names []string, ttl string, clusterTOML ...strin
 		cn.restart(t)
 		ns = append(ns, cn)
 	}
-	return ns, ec, mark
+	return ns, mark
 }
 
 // toolErr calls a shell tool and returns the daemon's error message, ""
@@ -495,6 +502,66 @@ func TestClusterMTLS(t *testing.T) {
 	}
 	if code, err := call("https", []tls.Certificate{certB}, "b"); err != nil || code != http.StatusUnauthorized {
 		t.Fatalf("b's certificate with a forged token: %d %v, want 401", code, err)
+	}
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// TestClusterEtcdTLS: an etcd serving https only with --client-cert-auth.
+// Two daemons with [cluster] etcd_ca/etcd_cert/etcd_key join it: `nodes`
+// lists both and a process spawned through a (its reservation an etcd
+// transaction) is read through b (found through the directory). A third
+// daemon trusting the CA but presenting no client certificate does not
+// start, and says why (the handshake's alert), not only that etcd timed
+// out.
+func TestClusterEtcdTLS(t *testing.T) {
+	skipSameBinary(t)
+	bin := builtBinary(t)
+	ec, f := etcdtest.StartTLS(t, 1)
+	etcdCA := fmt.Sprintf("etcd_ca = %q", f.CA)
+	ns, mark := startClusterOn(t, bin, ec, []string{"a", "b"}, "5s", etcdCA,
+		fmt.Sprintf("etcd_cert = %q", f.ClientCert), fmt.Sprintf("etcd_key = %q", f.ClientKey))
+	a, b := ns[0], ns[1]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if l, err := b.c.Nodes(ctx); err != nil || len(l.Nodes) != 2 {
+		t.Fatalf("nodes over etcd TLS: %+v %v", l, err)
+	}
+	m, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "echo over-etcd-tls; sleep 1000 # " + mark})
+	if e != "" {
+		t.Fatal(e)
+	}
+	id := m["id"].(string)
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m, e = toolErr(t, b.c, "alice", "read_process_logs", map[string]any{"id": id, "stream": "stdout"})
+		if s, _ := m["stdout"].(string); strings.Contains(s, "over-etcd-tls") {
+			break
+		}
+		if e != "" || time.Now().After(end) {
+			t.Fatalf("a's process read through b: %v %q", m, e)
+		}
+	}
+
+	dir := filepath.Join(t.TempDir(), "c")
+	os.MkdirAll(dir, 0o700)
+	toml, _ := os.ReadFile(filepath.Join(a.dir, "capsule-host.toml"))
+	bad := strings.NewReplacer(`node = "a"`, `node = "c"`, a.peer, freePeerAddr(t)).Replace(string(toml))
+	bad = bad[:strings.Index(bad, "etcd_cert")] // etcd_ca only: no client certificate
+	if err := os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startServe(t, bin, dir, "--on-shutdown", "stop")
+	select {
+	case <-d.exited:
+	case <-time.After(90 * time.Second):
+		endServe(t, d)
+		t.Fatal("a daemon without an etcd client certificate did not give up within 90 s")
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+	if !strings.Contains(string(log), "TLS to etcd") || !strings.Contains(string(log), "bad certificate") {
+		t.Fatalf("the refused daemon's log does not say why:\n%s", log)
 	}
 	for _, n := range ns {
 		endServe(t, n.d)

@@ -57,6 +57,33 @@ func loadPeerTLS(cc config.Cluster, node string) (*peerTLS, error) {
 	}, nil
 }
 
+// loadEtcdTLS is the etcd client's TLS ([cluster] etcd_ca, and
+// etcd_cert/etcd_key for etcd's --client-cert-auth); nil without
+// etcd_ca. Only the given CA is trusted: an etcd cluster's CA is the
+// operator's own, never a public one.
+func loadEtcdTLS(cc config.Cluster) (*tls.Config, error) {
+	if cc.EtcdCA == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(cc.EtcdCA)
+	if err != nil {
+		return nil, fmt.Errorf("cluster etcd_ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("cluster etcd_ca %s: no PEM certificate in it", cc.EtcdCA)
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	if cc.EtcdCert != "" {
+		cert, err := tls.LoadX509KeyPair(cc.EtcdCert, cc.EtcdKey)
+		if err != nil {
+			return nil, fmt.Errorf("cluster etcd_cert/etcd_key: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
 // clientFor is the client config for dialling node (its name checked).
 func (t *peerTLS) clientFor(node string) *tls.Config {
 	c := t.client.Clone()

@@ -34,9 +34,21 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/capsule-host/capsule-host/registry"
 )
+
+// reconnect is how the etcd client redials a lost etcd: at most a second
+// apart. gRPC's default backoff grows to 120 s, so after an outage of a
+// few seconds the next attempt could come well after etcd returned —
+// past the lease's TTL as the client counts it, which turns a short
+// outage into a lost lease (new spawns refused until re-registration).
+var reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: callBound,
+}
 
 // Defaults.
 const (
@@ -183,7 +195,8 @@ func Open(ctx context.Context, cfg Config) (*Dir, error) {
 	if cfg.LostGrace <= 0 {
 		cfg.LostGrace = DefaultLostGrace
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: withScheme(cfg.Endpoints, cfg.TLS != nil), TLS: cfg.TLS, DialTimeout: callBound, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: withScheme(cfg.Endpoints, cfg.TLS != nil), TLS: cfg.TLS, DialTimeout: callBound, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(reconnect)}})
 	if err != nil {
 		return nil, fmt.Errorf("%w: etcd client: %v", registry.ErrUnavailable, err)
 	}

@@ -127,7 +127,7 @@ func openCluster(ctx context.Context, cfg *config.Config, version string, lg *sl
 		return nil, fmt.Errorf("joining cluster %s as node %q: %w", cc.URL, node, err)
 	}
 	if cc.Listen != "" {
-		pt, err := loadPeerTLS(cc, node)
+		pt, err := loadPeerTLS(cc, node, lg)
 		if err != nil {
 			c.dir.Close()
 			return nil, err

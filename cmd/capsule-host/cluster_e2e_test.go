@@ -207,7 +207,7 @@ func TestClusterThreeDaemons(t *testing.T) {
 
 // TestClusterRouting: a process spawned through node A is read with a
 // cursor, written to and stopped through B and C; a forged node-to-node
-// call (wrong token) is refused.
+// call (wrong token) is refused; A's log audits the forwarded calls.
 func TestClusterRouting(t *testing.T) {
 	skipSameBinary(t)
 	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s")
@@ -265,6 +265,21 @@ func TestClusterRouting(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("forged call: HTTP %d, want 401", resp.StatusCode)
+	}
+	// a's audit log has a line per forwarded call: who sent it, for whom,
+	// what, and the outcome.
+	log, _ := os.ReadFile(filepath.Join(a.dir, "daemon.log"))
+	for _, want := range [][]string{{"from=c", "op=write-stdin"}, {"from=b", "op=stop"}} {
+		found := false
+		for _, ln := range strings.Split(string(log), "\n") {
+			if strings.Contains(ln, `msg="cluster audit: forwarded call served"`) && strings.Contains(ln, want[0]) && strings.Contains(ln, want[1]) &&
+				strings.Contains(ln, "principal=alice") && strings.Contains(ln, "result=ok") && strings.Contains(ln, "proc=") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("a's log has no audit line %v for alice, result ok:\n%s", want, log)
+		}
 	}
 	stopCluster(t, ns, mark)
 }

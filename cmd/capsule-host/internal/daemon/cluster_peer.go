@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -206,7 +207,7 @@ func (p *peers) listAll(ctx context.Context, node string, f registry.OperatorFil
 }
 
 // serve answers forwarded calls with reg until stop.
-func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any) }) {
+func (p *peers) serve(reg *registry.Registry, lg *slog.Logger) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != "POST" || (r.URL.Path != peerPath && r.URL.Path != peerProcessesPath) {
 			http.NotFound(w, r)
@@ -231,6 +232,7 @@ func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any)
 			}
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(reg.OperatorList(f))
+			lg.Info(auditMsg, "from", r.Header.Get(peerNodeHdr), "op", "operator-list", "result", "ok")
 			return
 		}
 		var call registry.RemoteCall
@@ -239,7 +241,9 @@ func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any)
 			return
 		}
 		call.From = r.Header.Get(peerNodeHdr) // the token (and with mTLS the certificate) vouched for it
+		start := time.Now()
 		res, err := reg.ServeRemote(r.Context(), call)
+		audit(lg, reg, call, res, err, time.Since(start))
 		a := peerAnswer{Result: res}
 		if err != nil {
 			e := registry.EncodeRemoteError(err)
@@ -259,6 +263,32 @@ func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any)
 			lg.Warn("cluster listener failed", "err", err)
 		}
 	}()
+}
+
+// auditMsg starts the audit line of every forwarded call this node
+// served (refused ones are Warn lines of their own).
+const auditMsg = "cluster audit: forwarded call served"
+
+// audit logs one forwarded call: which node sent it, for which caller,
+// what it did to which process (its log ID, never the ID; for a placed
+// spawn the one it started), the outcome's
+// error class and how long it took. One Info line per call, so an
+// operator can answer "who touched this process from where" from the
+// holder's log alone.
+func audit(lg *slog.Logger, reg *registry.Registry, call registry.RemoteCall, res json.RawMessage, err error, took time.Duration) {
+	attrs := []any{"from", call.From, "op", call.Op, "capsule", call.Caller.Capsule, "principal", call.Caller.Principal}
+	id := call.ID
+	if call.Op == registry.OpSpawnPersistent && err == nil {
+		_ = json.Unmarshal(res, &id) // a placed spawn: the process it started
+	}
+	if id != "" {
+		attrs = append(attrs, "proc", reg.LogID(id))
+	}
+	result := "ok"
+	if err != nil {
+		result = registry.EncodeRemoteError(err).Class
+	}
+	lg.Info(auditMsg, append(attrs, "result", result, "took", took)...)
 }
 
 // stop closes the listener and waits (bounded by ctx) for forwarded calls

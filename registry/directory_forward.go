@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,6 +40,11 @@ type RemoteCall struct {
 	Persist *PersistOptions `json:"persist,omitempty"`
 	Label   *string         `json:"label,omitempty"` // list: the label filter
 	Seq     uint64          `json:"seq,omitempty"`   // poll-events: the cursor
+	// From and Request make a placed spawn idempotent (spawn_dedup.go):
+	// the calling node (the daemon sets it from the authenticated peer)
+	// and a random ID its retries repeat.
+	From    string `json:"from,omitempty"`
+	Request string `json:"request,omitempty"`
 }
 
 // The forwarded operations.
@@ -59,6 +66,18 @@ const (
 	OpPollEvents = "poll-events"
 )
 
+// TraceSent wraps ctx for an HTTP forwarder's request and reports
+// whether the request may have reached the node: once a connection is
+// obtained, bytes may have left. A failure before that is a
+// HeldElsewhereError (nothing ran: another node may be tried), after it
+// an AnswerLostError (the call may have run: a spawn is retried on the
+// same node with the same request ID).
+func TraceSent(ctx context.Context) (context.Context, func() bool) {
+	var sent atomic.Bool
+	tr := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { sent.Store(true) }}
+	return httptrace.WithClientTrace(ctx, tr), sent.Load
+}
+
 type noForwardKey struct{}
 
 // forwardAs forwards call when err says another node holds the process
@@ -74,7 +93,7 @@ func forwardAs[T any](ctx context.Context, r *Registry, err error, call RemoteCa
 	call.Caller = c
 	raw, ferr := r.cfg.Forwarder.Forward(ctx, he.Node, call)
 	if ferr != nil || call.Op == OpRelease {
-		if ferr == nil || errors.Is(ferr, ErrNoSuchProcess) || errors.As(ferr, new(*HeldElsewhereError)) {
+		if ferr == nil || errors.Is(ferr, ErrNoSuchProcess) || errors.As(ferr, new(*HeldElsewhereError)) || errors.As(ferr, new(*AnswerLostError)) {
 			r.holders.drop(r.dirKeyOf(call.ID))
 		}
 	}
@@ -123,7 +142,7 @@ func (r *Registry) ServeRemote(ctx context.Context, call RemoteCall) (json.RawMe
 		if call.Spawn == nil || call.Persist == nil {
 			return nil, fmt.Errorf("%w: a forwarded spawn without its request", ErrInvalidInput)
 		}
-		out, err = r.SpawnPersistent(ctx, *call.Spawn, *call.Persist)
+		out, err = r.spawnForwarded(ctx, call)
 	case OpList:
 		out, err = r.List(ctx, call.Label)
 	case OpPollEvents:

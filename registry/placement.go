@@ -2,11 +2,13 @@ package registry
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Placement of persistent spawns across a cluster. The node that receives
@@ -104,13 +106,14 @@ func (r *Registry) spawnPlaced(ctx context.Context, req SpawnRequest, o PersistO
 		return "", true, err
 	}
 	self := r.dir.Node()
+	c, _ := CallerFrom(ctx)
+	call := RemoteCall{Op: OpSpawnPersistent, Caller: c, Spawn: &req, Persist: &o, From: self, Request: rand.Text()}
 	var tried []string
 	for _, n := range placeOrder(pol, DirNode{Name: self, Capacity: r.cfg.NodeCapacity, Running: running}, nodes) {
 		if n == self {
 			return "", false, nil
 		}
-		c, _ := CallerFrom(ctx)
-		raw, ferr := r.cfg.Forwarder.Forward(ctx, n, RemoteCall{Op: OpSpawnPersistent, Caller: c, Spawn: &req, Persist: &o})
+		raw, ferr := r.forwardSpawn(ctx, n, call)
 		var he *HeldElsewhereError
 		if errors.Is(ferr, ErrNodeFull) || errors.As(ferr, &he) {
 			tried = append(tried, n)
@@ -129,4 +132,40 @@ func (r *Registry) spawnPlaced(ctx context.Context, req SpawnRequest, o PersistO
 	err = fmt.Errorf("%w: no live node has room (%d registered; this node %q runs %d of %d; tried %v)", ErrNodeFull, len(nodes), self, running, r.cfg.NodeCapacity, tried)
 	r.log.Warn("placement: spawn refused", "err", err)
 	return "", true, err
+}
+
+// placeRetryFor bounds the retries of a placed spawn whose answer was
+// lost (well under dedupKeep, the target's memory of it).
+const placeRetryFor = 15 * time.Second
+
+// forwardSpawn sends a placed spawn to node. An answer lost after the
+// request left (AnswerLostError) is retried on the same node with the
+// same request ID for up to placeRetryFor, never on another node: the
+// target's memory (spawn_dedup.go) answers a repeat with the process the
+// first attempt started, so a lost answer never makes two processes. Any
+// answer from the node is final; one that fails before sending
+// (HeldElsewhereError) lets the caller try the next node only on the
+// first attempt.
+func (r *Registry) forwardSpawn(ctx context.Context, node string, call RemoteCall) (json.RawMessage, error) {
+	raw, err := r.cfg.Forwarder.Forward(ctx, node, call)
+	var lost *AnswerLostError
+	if !errors.As(err, &lost) {
+		return raw, err
+	}
+	deadline := time.Now().Add(placeRetryFor)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		r.log.Warn("placement: a spawn's answer was lost after it was sent; retrying the same node with the same request ID", "node", node, "err", err)
+		if time.Now().Add(wait).After(deadline) {
+			return nil, fmt.Errorf("%w: node %q: a placed spawn's answer was lost and the node did not answer its retries for %v (a process may have started there, listed as the caller's): %v", ErrUnavailable, node, placeRetryFor, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: retrying a placed spawn on node %q: %v", ErrCancelled, node, ctx.Err())
+		case <-time.After(wait):
+		}
+		raw, err = r.cfg.Forwarder.Forward(ctx, node, call)
+		if !errors.As(err, &lost) && !errors.As(err, new(*HeldElsewhereError)) {
+			return raw, err
+		}
+	}
 }

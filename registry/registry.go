@@ -150,6 +150,7 @@ type Registry struct {
 	holders  holderCache      // other nodes' processes this node forwarded to
 	relayMu  sync.Mutex
 	relays   map[owner]*relayState // events_relay.go
+	dedup    *spawnDedup           // forwarded spawns answered once (spawn_dedup.go)
 	now      func() time.Time
 	ownState bool // StateDir was created by New and is removed by Shutdown
 
@@ -182,6 +183,7 @@ func New(cfg Config) (*Registry, error) {
 		byKey:      map[procKey]*proc{},
 		all:        map[*proc]struct{}{},
 		tombs:      map[procKey]tombstone{},
+		dedup:      newSpawnDedup(),
 		reaperStop: make(chan struct{}),
 		reaperDone: make(chan struct{}),
 	}

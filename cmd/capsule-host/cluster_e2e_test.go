@@ -63,6 +63,13 @@ func startCluster(t *testing.T, names []string, ttl string, clusterTOML ...strin
 	t.Helper()
 	bin := builtBinary(t)
 	ec := etcdtest.Start(t, 1)
+	ns, mark := startClusterOn(t, bin, ec, names, ttl, clusterTOML...)
+	return ns, ec, mark
+}
+
+// startClusterOn is startCluster on a given etcd.
+func startClusterOn(t *testing.T, bin string, ec *etcdtest.Cluster, names []string, ttl string, clusterTOML ...string) ([]*clusterNode, string) {
+	t.Helper()
 	root := t.TempDir()
 	var secret [32]byte
 	rand.Read(secret[:])
@@ -95,7 +102,17 @@ func startCluster(t *testing.T, names []string, ttl string, clusterTOML ...strin
 		cn.restart(t)
 		ns = append(ns, cn)
 	}
-	return ns, ec, mark
+	return ns, mark
+}
+
+// stopCluster ends every node (SIGTERM: its processes are stopped) and
+// waits, bounded, until none of the test's processes is left.
+func stopCluster(t *testing.T, ns []*clusterNode, mark string) {
+	t.Helper()
+	for _, n := range ns {
+		endServe(t, n.d)
+	}
+	waitNoMarked(t, mark, 30*time.Second)
 }
 
 // toolErr calls a shell tool and returns the daemon's error message, ""
@@ -185,15 +202,12 @@ func TestClusterThreeDaemons(t *testing.T) {
 			t.Errorf("the owner through %s of a process held by %s: %v %q", n.name, ns[h].name, m, e)
 		}
 	}
-	for _, n := range ns {
-		endServe(t, n.d)
-	}
-	waitNoMarked(t, mark, 30*time.Second)
+	stopCluster(t, ns, mark)
 }
 
 // TestClusterRouting: a process spawned through node A is read with a
 // cursor, written to and stopped through B and C; a forged node-to-node
-// call (wrong token) is refused.
+// call (wrong token) is refused; A's log audits the forwarded calls.
 func TestClusterRouting(t *testing.T) {
 	skipSameBinary(t)
 	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s")
@@ -252,10 +266,22 @@ func TestClusterRouting(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("forged call: HTTP %d, want 401", resp.StatusCode)
 	}
-	for _, n := range ns {
-		endServe(t, n.d)
+	// a's audit log has a line per forwarded call: who sent it, for whom,
+	// what, and the outcome.
+	log, _ := os.ReadFile(filepath.Join(a.dir, "daemon.log"))
+	for _, want := range [][]string{{"from=c", "op=write-stdin"}, {"from=b", "op=stop"}} {
+		found := false
+		for _, ln := range strings.Split(string(log), "\n") {
+			if strings.Contains(ln, `msg="cluster audit: forwarded call served"`) && strings.Contains(ln, want[0]) && strings.Contains(ln, want[1]) &&
+				strings.Contains(ln, "principal=alice") && strings.Contains(ln, "result=ok") && strings.Contains(ln, "proc=") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("a's log has no audit line %v for alice, result ok:\n%s", want, log)
+		}
 	}
-	waitNoMarked(t, mark, 30*time.Second)
+	stopCluster(t, ns, mark)
 }
 
 // TestClusterFaults: kill -9 node B: its process answers unavailable
@@ -277,9 +303,11 @@ func TestClusterFaults(t *testing.T) {
 		return m["id"].(string)
 	}
 	idA, idB := spawn(a), spawn(b)
+	t0 := time.Now()
 	b.d.cmd.Process.Signal(syscall.SIGKILL)
 	<-b.d.exited
 	_, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idB})
+	t.Logf("b's process through a, %v after b's kill: %s", time.Since(t0), e)
 	if e == "" || strings.HasPrefix(e, noSuchProcess) || !strings.Contains(e, `node "b"`) {
 		t.Fatalf("b's process through a with b down: %q, want unavailable naming b", e)
 	}
@@ -287,12 +315,14 @@ func TestClusterFaults(t *testing.T) {
 		t.Fatalf("a's own process with b down: %s", e)
 	}
 	b.restart(t)
+	t.Logf("b serving again %v after its kill (lease TTL 10 s)", time.Since(t0))
 	text := readAllLogs(t, a.c, "alice", idB)
 	if last := counterLines(t, "b's process through a after b's restart", mark, text, 1); last < 2 {
 		t.Fatalf("b's process counted to %d", last)
 	}
 
 	ec.Kill(ec.Members[0])
+	t1 := time.Now()
 	if m, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idA}); e != "" || m["running"] != true {
 		t.Fatalf("a's own process with etcd down: %v %q", m, e)
 	}
@@ -306,19 +336,18 @@ func TestClusterFaults(t *testing.T) {
 		t.Fatalf("health with etcd down: %+v %v", h, err)
 	}
 	ec.Restart(ec.Members[0])
+	t.Logf("etcd back %v after its kill (lease TTL 10 s)", time.Since(t1))
 	for end := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		_, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
 		if e == "" {
+			t.Logf("spawn works again %v after etcd's kill", time.Since(t1))
 			break
 		}
 		if time.Now().After(end) {
 			t.Fatalf("spawn 60 s after etcd returned: %s", e)
 		}
 	}
-	for _, n := range ns {
-		endServe(t, n.d)
-	}
-	waitNoMarked(t, mark, 30*time.Second)
+	stopCluster(t, ns, mark)
 }
 
 // TestClusterPlacement: three daemons with room for 2 processes each.
@@ -373,10 +402,7 @@ func TestClusterPlacement(t *testing.T) {
 	if len(per) != 3 || per["a"] != 2 || per["b"] != 2 || per["c"] != 2 {
 		t.Fatalf("ps on c, processes per node %v, want 2 on each:\n%s", per, out)
 	}
-	for _, n := range ns {
-		endServe(t, n.d)
-	}
-	waitNoMarked(t, mark, 30*time.Second)
+	stopCluster(t, ns, mark)
 }
 
 // testCA is a cluster CA for the mTLS test: it signs node certificates
@@ -496,8 +522,158 @@ func TestClusterMTLS(t *testing.T) {
 	if code, err := call("https", []tls.Certificate{certB}, "b"); err != nil || code != http.StatusUnauthorized {
 		t.Fatalf("b's certificate with a forged token: %d %v, want 401", code, err)
 	}
-	for _, n := range ns {
-		endServe(t, n.d)
+	stopCluster(t, ns, mark)
+}
+
+// TestClusterEtcdTLS: an etcd serving https only with --client-cert-auth.
+// Two daemons with [cluster] etcd_ca/etcd_cert/etcd_key join it: `nodes`
+// lists both and a process spawned through a (its reservation an etcd
+// transaction) is read through b (found through the directory). A third
+// daemon trusting the CA but presenting no client certificate does not
+// start, and says why (the handshake's alert), not only that etcd timed
+// out.
+func TestClusterEtcdTLS(t *testing.T) {
+	skipSameBinary(t)
+	bin := builtBinary(t)
+	ec, f := etcdtest.StartTLS(t, 1)
+	etcdCA := fmt.Sprintf("etcd_ca = %q", f.CA)
+	ns, mark := startClusterOn(t, bin, ec, []string{"a", "b"}, "5s", etcdCA,
+		fmt.Sprintf("etcd_cert = %q", f.ClientCert), fmt.Sprintf("etcd_key = %q", f.ClientKey))
+	a, b := ns[0], ns[1]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if l, err := b.c.Nodes(ctx); err != nil || len(l.Nodes) != 2 {
+		t.Fatalf("nodes over etcd TLS: %+v %v", l, err)
 	}
-	waitNoMarked(t, mark, 30*time.Second)
+	m, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "echo over-etcd-tls; sleep 1000 # " + mark})
+	if e != "" {
+		t.Fatal(e)
+	}
+	id := m["id"].(string)
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m, e = toolErr(t, b.c, "alice", "read_process_logs", map[string]any{"id": id, "stream": "stdout"})
+		if s, _ := m["stdout"].(string); strings.Contains(s, "over-etcd-tls") {
+			break
+		}
+		if e != "" || time.Now().After(end) {
+			t.Fatalf("a's process read through b: %v %q", m, e)
+		}
+	}
+
+	dir := filepath.Join(t.TempDir(), "c")
+	os.MkdirAll(dir, 0o700)
+	toml, _ := os.ReadFile(filepath.Join(a.dir, "capsule-host.toml"))
+	bad := strings.NewReplacer(`node = "a"`, `node = "c"`, a.peer, freePeerAddr(t)).Replace(string(toml))
+	bad = bad[:strings.Index(bad, "etcd_cert")] // etcd_ca only: no client certificate
+	if err := os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startServe(t, bin, dir, "--on-shutdown", "stop")
+	select {
+	case <-d.exited:
+	case <-time.After(90 * time.Second):
+		endServe(t, d)
+		t.Fatal("a daemon without an etcd client certificate did not give up within 90 s")
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+	if !strings.Contains(string(log), "TLS to etcd") || !strings.Contains(string(log), "bad certificate") {
+		t.Fatalf("the refused daemon's log does not say why:\n%s", log)
+	}
+	stopCluster(t, ns, mark)
+}
+
+// TestClusterCertReload: the node-to-node TLS files are read again when
+// they change, without a restart. a's rotated certificate is what new
+// connections see; a changed set that does not load is refused (logged)
+// and the last good one stays in use; a CA file that becomes a bundle of
+// two CAs lets the second CA's certificates in. Forwarding works
+// throughout.
+func TestClusterCertReload(t *testing.T) {
+	skipSameBinary(t)
+	certs := t.TempDir()
+	ca, ca2 := newTestCA(t), newTestCA(t)
+	caFile := filepath.Join(certs, "ca.pem")
+	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca.issue(t, certs, "a")
+	certB := ca.issue(t, certs, "b")
+	rogueB := ca2.issue(t, t.TempDir(), "b")
+	ns, _, mark := startCluster(t, []string{"a", "b"}, "5s", fmt.Sprintf("tls_ca = %q", caFile),
+		fmt.Sprintf("tls_cert = %q", filepath.Join(certs, "{node}.pem")), fmt.Sprintf("tls_key = %q", filepath.Join(certs, "{node}.key")))
+	a, b := ns[0], ns[1]
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.pem)
+	// probe is one new connection to a's peer listener as b with cert: the
+	// serial a presented and the HTTP status (401: TLS let it in, the
+	// token is forged).
+	probe := func(cert tls.Certificate) (string, int, error) {
+		cli := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "a", Certificates: []tls.Certificate{cert}}}}
+		defer cli.CloseIdleConnections()
+		req, _ := http.NewRequest("POST", "https://"+a.peer+"/v1/peer/call", strings.NewReader(`{}`))
+		req.Header.Set("Authorization", "Bearer forged")
+		req.Header.Set("X-Capsule-Node", "b")
+		resp, err := cli.Do(req)
+		if err != nil {
+			return "", 0, err
+		}
+		resp.Body.Close()
+		return resp.TLS.PeerCertificates[0].SerialNumber.String(), resp.StatusCode, nil
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); !ok(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatalf("not within 30 s: %s", what)
+			}
+		}
+	}
+	s1, code, err := probe(certB)
+	if err != nil || code != http.StatusUnauthorized {
+		t.Fatalf("first probe: %d %v", code, err)
+	}
+	ca.issue(t, certs, "a")
+	var s2 string
+	until("a presents its rotated certificate", func() bool {
+		s2, code, err = probe(certB)
+		return err == nil && s2 != s1
+	})
+	refusals := func() int {
+		log, _ := os.ReadFile(filepath.Join(a.dir, "daemon.log"))
+		return strings.Count(string(log), "certificate files were refused") // a half-written pair counts too
+	}
+	before := refusals()
+	if err := os.WriteFile(filepath.Join(certs, "a.pem"), []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	until("a refuses a broken certificate file and says so", func() bool {
+		if s, _, err := probe(certB); err != nil || s != s2 {
+			t.Fatalf("after a broken rewrite a presents %q (%v), want the last good %q", s, err, s2)
+		}
+		return refusals() > before
+	})
+	ca.issue(t, certs, "a")
+	if _, _, err := probe(rogueB); err == nil {
+		t.Fatal("a certificate of a CA not in tls_ca got an answer")
+	}
+	if err := os.WriteFile(caFile, append(append([]byte{}, ca.pem...), ca2.pem...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	until("a trusts the second CA of the bundle", func() bool {
+		_, code, err := probe(rogueB)
+		return err == nil && code == http.StatusUnauthorized
+	})
+	m, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "echo rotated; sleep 1000 # " + mark})
+	if e != "" {
+		t.Fatal(e)
+	}
+	until("a's process read through b after the rotations", func() bool {
+		m, e := toolErr(t, b.c, "alice", "read_process_logs", map[string]any{"id": m["id"], "stream": "stdout"})
+		if e != "" {
+			t.Fatalf("read through b: %s", e)
+		}
+		s, _ := m["stdout"].(string)
+		return strings.Contains(s, "rotated")
+	})
+	stopCluster(t, ns, mark)
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	api "github.com/capsule-host/capsule-host/client"
+	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox/keeper"
 )
@@ -88,6 +89,12 @@ func startServeEnv(t testing.TB, bin, dir string, env []string, args ...string) 
 	cmd := exec.Command(bin, append([]string{"serve", "--socket", filepath.Join(dir, "d.sock"), "--state-dir", filepath.Join(dir, "state"),
 		"--config", filepath.Join(dir, "capsule-host.toml")}, args...)...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_CONFIG_HOME=" + filepath.Join(dir, "config"), "XDG_RUNTIME_DIR="}, env...)
+	if c := os.Getenv(daemon.CacheEnv); c != "" {
+		// TestMain's one compile cache: without it every daemon compiled
+		// both bundled capsules afresh (≈ 20 s each on a loaded machine),
+		// and a cluster test's second daemon missed awaitServing's 90 s.
+		cmd.Env = append(cmd.Env, daemon.CacheEnv+"="+c)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

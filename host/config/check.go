@@ -118,6 +118,12 @@ func (ck *checker) limits(c *Config) error {
 	if cl := c.Cluster; (cl.TLSCA == "") != (cl.TLSCert == "") || (cl.TLSCA == "") != (cl.TLSKey == "") {
 		return ck.fail("cluster.tls_ca", "tls_ca, tls_cert and tls_key go together (mutual TLS between nodes needs all three)")
 	}
+	if cl := c.Cluster; (cl.EtcdCert == "") != (cl.EtcdKey == "") {
+		return ck.fail("cluster.etcd_cert", "etcd_cert and etcd_key go together (the client certificate and its key)")
+	}
+	if cl := c.Cluster; cl.EtcdCert != "" && cl.EtcdCA == "" {
+		return ck.fail("cluster.etcd_ca", "missing: etcd_cert needs etcd_ca (TLS to etcd trusts only the CA given)")
+	}
 	if p := c.Cluster.Placement; p != "" && p != "local-first" && p != "least-loaded" && p != "local" {
 		return ck.fail("cluster.placement", "%q: want local-first, least-loaded or local", p)
 	}

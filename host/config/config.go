@@ -119,6 +119,13 @@ type Cluster struct {
 	TLSCA   string `toml:"tls_ca"`
 	TLSCert string `toml:"tls_cert"`
 	TLSKey  string `toml:"tls_key"`
+	// EtcdCA (PEM) switches the etcd client to TLS (https endpoints),
+	// trusting only this CA; EtcdCert and EtcdKey (both or neither) are
+	// the node's client certificate, for an etcd run with
+	// --client-cert-auth. Without EtcdCA the client speaks plain http.
+	EtcdCA   string `toml:"etcd_ca"`
+	EtcdCert string `toml:"etcd_cert"`
+	EtcdKey  string `toml:"etcd_key"`
 }
 
 // Log configures the daemon's log.

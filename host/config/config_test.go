@@ -105,6 +105,8 @@ func TestParseErrors(t *testing.T) {
 		{"negative cluster capacity", "[cluster]\ncapacity = -2\n", 2, "cluster.capacity"},
 		{"unknown placement", "[cluster]\nplacement = \"random\"\n", 2, "cluster.placement: \"random\""},
 		{"tls without key", "[cluster]\ntls_ca = \"ca.pem\"\ntls_cert = \"a.pem\"\n", 2, "go together"},
+		{"etcd cert without key", "[cluster]\netcd_ca = \"ca.pem\"\netcd_cert = \"a.pem\"\n", 3, "cluster.etcd_cert: etcd_cert and etcd_key go together"},
+		{"etcd cert without ca", "[cluster]\netcd_cert = \"a.pem\"\netcd_key = \"a.key\"\n", 1, "cluster.etcd_ca: missing"},
 		{"unknown profile key", "[backends]\nenabled=[\"oci\"]\n[profiles.deb]\nrootfs = \"/r\"\nimage = \"x\"\n", 5, "unknown key"},
 	}
 	for _, tc := range tests {

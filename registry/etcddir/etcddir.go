@@ -20,6 +20,7 @@ package etcddir
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -33,9 +34,21 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/capsule-host/capsule-host/registry"
 )
+
+// reconnect is how the etcd client redials a lost etcd: at most a second
+// apart. gRPC's default backoff grows to 120 s, so after an outage of a
+// few seconds the next attempt could come well after etcd returned —
+// past the lease's TTL as the client counts it, which turns a short
+// outage into a lost lease (new spawns refused until re-registration).
+var reconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: callBound,
+}
 
 // Defaults.
 const (
@@ -66,7 +79,12 @@ type Config struct {
 	// LostGrace is how long the records of a node whose lease expired
 	// read as lost before they are deleted (sweep.go); default 1 h.
 	LostGrace time.Duration
-	Logger    *slog.Logger
+	// TLS, when set, is the client side of TLS to etcd (its CA, and the
+	// node's client certificate when etcd runs --client-cert-auth): the
+	// endpoints are dialled as https. The client drops TLS on an http://
+	// endpoint, so Open rewrites them rather than trusting the scheme.
+	TLS    *tls.Config
+	Logger *slog.Logger
 }
 
 // NodeRecord is one node as the directory holds it.
@@ -177,7 +195,8 @@ func Open(ctx context.Context, cfg Config) (*Dir, error) {
 	if cfg.LostGrace <= 0 {
 		cfg.LostGrace = DefaultLostGrace
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: cfg.Endpoints, DialTimeout: callBound, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: withScheme(cfg.Endpoints, cfg.TLS != nil), TLS: cfg.TLS, DialTimeout: callBound, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(reconnect)}})
 	if err != nil {
 		return nil, fmt.Errorf("%w: etcd client: %v", registry.ErrUnavailable, err)
 	}
@@ -194,13 +213,30 @@ func Open(ctx context.Context, cfg Config) (*Dir, error) {
 	ka, err := d.register(ctx, cfg.LeaseID)
 	if err != nil {
 		cli.Close()
-		return nil, err
+		return nil, explainTLS(ctx, cfg.TLS, cfg.Endpoints, err)
 	}
 	go d.keepAlive(ka)
 	go d.loadWriter()
 	go d.sweeper()
 	d.kickLoad()
 	return d, nil
+}
+
+// withScheme sets every endpoint's scheme to https under TLS, http
+// otherwise (ParseURL's endpoints are http://host:port).
+func withScheme(eps []string, secure bool) []string {
+	scheme := "http://"
+	if secure {
+		scheme = "https://"
+	}
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		if _, h, ok := strings.Cut(e, "://"); ok {
+			e = h
+		}
+		out[i] = scheme + e
+	}
+	return out
 }
 
 // Node is this node's name.

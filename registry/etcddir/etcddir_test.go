@@ -290,3 +290,39 @@ func TestRestartWithinLeaseHoldsCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdDownPastTTL: etcd down for longer than the lease TTL (the
+// client gives the keep-alive up: no lease, spawns refused). A restarted
+// etcd revives its leases, so when it returns the node resumes the same
+// lease: records and counts intact, health back within seconds, instead
+// of waiting for the revived lease to expire under a name it holds (and
+// its counts and record vanishing with it).
+func TestEtcdDownPastTTL(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	a := open(t, c, "a", 5*time.Second, 0)
+	ctx := etcdtest.Context(t, 120*time.Second)
+	if err := a.Reserve(ctx, res(true)); err != nil {
+		t.Fatal(err)
+	}
+	lease := a.LeaseID()
+	c.Kill(c.Members[0])
+	for end := time.Now().Add(60 * time.Second); a.live.Load(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the keep-alive did not give up within 60 s of etcd's stop")
+		}
+	}
+	c.Restart(c.Members[0])
+	back := time.Now()
+	for end := back.Add(30 * time.Second); a.Health(ctx) != nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("no lease 30 s after etcd returned: %v", a.Health(ctx))
+		}
+	}
+	t.Logf("healthy %v after etcd returned", time.Since(back))
+	if a.LeaseID() != lease {
+		t.Fatalf("lease %x after etcd returned, want the same %x resumed", a.LeaseID(), lease)
+	}
+	if tt := total(t, a); tt != (registry.DirHolding{Running: 1, Retained: 1}) {
+		t.Fatalf("total %+v after the resume, want 1/1 kept", tt)
+	}
+}

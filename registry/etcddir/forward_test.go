@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -65,15 +64,19 @@ func (f *loopForwarder) Forward(ctx context.Context, node string, call registry.
 		return nil, &registry.HeldElsewhereError{Node: node}
 	}
 	body, _ := json.Marshal(call)
-	req, _ := http.NewRequestWithContext(ctx, "POST", u, bytes.NewReader(body))
+	tctx, sent := registry.TraceSent(ctx)
+	req, _ := http.NewRequestWithContext(tctx, "POST", u, bytes.NewReader(body))
 	resp, err := f.cli.Do(req)
 	if err != nil {
+		if sent() {
+			return nil, &registry.AnswerLostError{Node: node, Cause: err}
+		}
 		return nil, &registry.HeldElsewhereError{Node: node}
 	}
 	defer resp.Body.Close()
 	var a loopAnswer
 	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
-		return nil, fmt.Errorf("%w: %v", registry.ErrUnavailable, err)
+		return nil, &registry.AnswerLostError{Node: node, Cause: err}
 	}
 	if a.Error != nil {
 		return nil, registry.DecodeRemoteError(*a.Error, node)

@@ -18,27 +18,22 @@ import (
 func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*callBound)
 	defer cancel()
-	rec, _ := json.Marshal(NodeRecord{Name: d.node, Address: d.cfg.Address, Capacity: d.cfg.Capacity, Version: d.cfg.Version, Started: time.Now().UTC()})
+	rec := d.nodeRecord()
 	key := d.nodeKey(d.node)
 	if reuse != 0 {
-		id := clientv3.LeaseID(reuse)
-		resp, err := d.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.LeaseValue(key), "=", id)).
-			Then(clientv3.OpPut(key, string(rec), clientv3.WithLease(id))).Commit()
+		ka, err := d.retake(ctx, reuse, rec)
 		if err != nil {
-			return nil, unavailable("register node", err)
+			return nil, err
 		}
-		if resp.Succeeded {
-			if ka, err := d.cli.KeepAlive(context.Background(), id); err == nil {
-				d.setLease(reuse)
-				if err := d.loadMine(ctx); err != nil {
-					return nil, err
-				}
-				d.live.Store(true)
-				d.clearGone(ctx)
-				d.log.Info("cluster node re-registered within its lease: records and counts kept", "node", d.node)
-				return ka, nil
+		if ka != nil {
+			d.setLease(reuse)
+			if err := d.loadMine(ctx); err != nil {
+				return nil, err
 			}
+			d.live.Store(true)
+			d.clearGone(ctx)
+			d.log.Info("cluster node re-registered within its lease: records and counts kept", "node", d.node)
+			return ka, nil
 		}
 	}
 	g, err := d.cli.Grant(ctx, int64(d.cfg.TTL/time.Second))
@@ -47,7 +42,7 @@ func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.Lease
 	}
 	resp, err := d.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(rec), clientv3.WithLease(g.ID))).Commit()
+		Then(clientv3.OpPut(key, rec, clientv3.WithLease(g.ID))).Commit()
 	if err != nil {
 		return nil, unavailable("register node", err)
 	}
@@ -66,6 +61,57 @@ func (d *Dir) register(ctx context.Context, reuse int64) (<-chan *clientv3.Lease
 	d.live.Store(true)
 	d.clearGone(ctx)
 	d.log.Info("cluster node registered", "node", d.node, "lease_ttl", d.cfg.TTL)
+	return ka, nil
+}
+
+// nodeRecord is this node's record as registered now.
+func (d *Dir) nodeRecord() string {
+	rec, _ := json.Marshal(NodeRecord{Name: d.node, Address: d.cfg.Address, Capacity: d.cfg.Capacity, Version: d.cfg.Version, Started: time.Now().UTC()})
+	return string(rec)
+}
+
+// retake keeps the node's record under lease id if etcd still holds it
+// there, and keeps id alive: nil, nil when the lease is gone.
+func (d *Dir) retake(ctx context.Context, id int64, rec string) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	key, lid := d.nodeKey(d.node), clientv3.LeaseID(id)
+	resp, err := d.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.LeaseValue(key), "=", lid)).
+		Then(clientv3.OpPut(key, rec, clientv3.WithLease(lid))).Commit()
+	if err != nil {
+		return nil, unavailable("register node", err)
+	}
+	if !resp.Succeeded {
+		return nil, nil
+	}
+	ka, err := d.cli.KeepAlive(context.Background(), lid)
+	if err != nil {
+		return nil, nil
+	}
+	return ka, nil
+}
+
+// resume is the first step of a re-registration in the same run: the
+// keep-alive gave up (etcd unreachable for a TTL, as the client counts
+// it), but etcd may still hold the lease (a restarted etcd revives its
+// leases for a TTL). Then nothing was lost: the node keeps its lease,
+// records and counts. A new lease instead would wait for the old one to
+// expire (the name is taken until then) and, when it does, this node's
+// counts and record vanish and its processes read as lost elsewhere.
+func (d *Dir) resume(ctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+	id := d.lease.Load()
+	if id == 0 {
+		return nil, nil
+	}
+	rec := d.nodeRecord()
+	ka, err := d.retake(ctx, id, rec)
+	if ka == nil || err != nil {
+		return nil, err
+	}
+	if err := d.flushDirty(ctx); err != nil {
+		d.log.Warn("cluster counts not yet rewritten", "node", d.node, "err", err)
+	}
+	d.live.Store(true)
+	d.log.Info("cluster lease resumed: etcd still held it (records and counts kept)", "node", d.node)
 	return ka, nil
 }
 
@@ -173,7 +219,10 @@ func (d *Dir) reregister() <-chan *clientv3.LeaseKeepAliveResponse {
 	wait := 200 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*callBound)
-		ka, err := d.register(ctx, 0)
+		ka, err := d.resume(ctx)
+		if ka == nil && err == nil {
+			ka, err = d.register(ctx, 0)
+		}
 		cancel()
 		if err == nil {
 			return ka

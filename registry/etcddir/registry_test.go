@@ -37,6 +37,7 @@ type clusterOpts struct {
 	capacity  int
 	placement registry.Placement
 	forward   bool
+	fw        **loopForwarder // set to the forwarder when forward
 }
 
 func clusterWith(t testing.TB, n int, single bool, o clusterOpts) ([]*registry.Registry, string) {
@@ -61,6 +62,9 @@ func clusterWith(t testing.TB, n int, single bool, o clusterOpts) ([]*registry.R
 	var fw *loopForwarder
 	if o.forward {
 		fw = newLoopForwarder(t)
+		if o.fw != nil {
+			*o.fw = fw
+		}
 	}
 	for i := range n {
 		var d registry.Directory = registry.NewLocalDirectory()

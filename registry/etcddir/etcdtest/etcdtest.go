@@ -39,6 +39,8 @@ type Member struct {
 type Cluster struct {
 	t       testing.TB
 	bin     string
+	tls     *TLSFiles    // nil: plain http
+	httpc   *http.Client // for /health and status, with the client certificate under TLS
 	Members []*Member
 }
 
@@ -60,16 +62,26 @@ func Binary() string {
 // Debian's etcd-server.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return start(t, n, nil)
+}
+
+func start(t testing.TB, n int, f *TLSFiles) *Cluster {
+	t.Helper()
 	bin := Binary()
 	if bin == "" {
 		t.Skip("SKIP (loud): no etcd binary on PATH; install Debian's etcd-server (make deps) to run the cluster tests")
 	}
-	c := &Cluster{t: t, bin: bin}
+	c := &Cluster{t: t, bin: bin, tls: f, httpc: &http.Client{Timeout: 2 * time.Second}}
+	scheme := "http://"
+	if f != nil {
+		scheme = "https://"
+		c.httpc.Transport = &http.Transport{TLSClientConfig: f.ClientTLS(t)}
+	}
 	root := t.TempDir()
 	var initial []string
 	for i := range n {
 		m := &Member{Name: fmt.Sprintf("m%d", i), dir: filepath.Join(root, fmt.Sprintf("m%d", i))}
-		m.ClientURL = "http://" + freeAddr(t)
+		m.ClientURL = scheme + freeAddr(t)
 		m.PeerURL = "http://" + freeAddr(t)
 		m.logPath = filepath.Join(root, m.Name+".log")
 		initial = append(initial, m.Name+"="+m.PeerURL)
@@ -83,6 +95,9 @@ func Start(t testing.TB, n int) *Cluster {
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
 			"--initial-cluster-token", "capsule-test",
 			"--heartbeat-interval", "50", "--election-timeout", "500",
+		}
+		if f != nil {
+			m.args = append(m.args, f.memberArgs()...)
 		}
 		c.startMember(m)
 	}
@@ -102,11 +117,13 @@ func (c *Cluster) Endpoints() []string {
 	return out
 }
 
-// URL is the etcd:// form of the cluster (the daemon's --cluster value).
+// URL is the etcd:// form of the cluster (the daemon's --cluster value;
+// under TLS the daemon's [cluster] etcd_ca makes it https).
 func (c *Cluster) URL() string {
 	var hosts []string
 	for _, e := range c.Endpoints() {
-		hosts = append(hosts, strings.TrimPrefix(e, "http://"))
+		_, h, _ := strings.Cut(e, "://")
+		hosts = append(hosts, h)
 	}
 	return "etcd://" + strings.Join(hosts, ",")
 }
@@ -133,14 +150,13 @@ func (c *Cluster) startMember(m *Member) {
 func (c *Cluster) WaitHealthy(m *Member) {
 	c.t.Helper()
 	deadline := time.Now().Add(healthBound)
-	cl := &http.Client{Timeout: 2 * time.Second}
 	for time.Now().Before(deadline) {
 		select {
 		case <-m.done:
 			c.t.Fatalf("etcd %s exited while starting; log:\n%s", m.Name, tail(m.logPath))
 		default:
 		}
-		if resp, err := cl.Get(m.ClientURL + "/health"); err == nil {
+		if resp, err := c.httpc.Get(m.ClientURL + "/health"); err == nil {
 			var b [256]byte
 			n, _ := resp.Body.Read(b[:])
 			resp.Body.Close()
@@ -158,13 +174,12 @@ func (c *Cluster) WaitHealthy(m *Member) {
 func (c *Cluster) Leader() *Member {
 	c.t.Helper()
 	deadline := time.Now().Add(healthBound)
-	cl := &http.Client{Timeout: 2 * time.Second}
 	for time.Now().Before(deadline) {
 		for _, m := range c.Members {
 			if m.cmd == nil {
 				continue
 			}
-			resp, err := cl.Post(m.ClientURL+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
+			resp, err := c.httpc.Post(m.ClientURL+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
 			if err != nil {
 				continue
 			}

@@ -110,8 +110,12 @@ func openCluster(ctx context.Context, cfg *config.Config, version string, lg *sl
 	if c.placement, err = registry.ParsePlacement(cc.Placement); err != nil {
 		return nil, err
 	}
+	etls, err := loadEtcdTLS(cc)
+	if err != nil {
+		return nil, err
+	}
 	c.dir, err = etcddir.Open(ctx, etcddir.Config{
-		Endpoints: eps, Prefix: prefix, Node: node, Address: adv, Capacity: c.capacity,
+		Endpoints: eps, Prefix: prefix, Node: node, Address: adv, Capacity: c.capacity, TLS: etls,
 		Version: version, TTL: cc.LeaseTTL.D(), LeaseID: lease, Logger: lg, LostGrace: cc.LostGrace.D(),
 		OnLease: func(id int64) {
 			if err := os.WriteFile(lf, []byte(strconv.FormatInt(id, 16)+"\n"), 0o600); err != nil {
@@ -123,7 +127,7 @@ func openCluster(ctx context.Context, cfg *config.Config, version string, lg *sl
 		return nil, fmt.Errorf("joining cluster %s as node %q: %w", cc.URL, node, err)
 	}
 	if cc.Listen != "" {
-		pt, err := loadPeerTLS(cc, node)
+		pt, err := loadPeerTLS(cc, node, lg)
 		if err != nil {
 			c.dir.Close()
 			return nil, err
@@ -133,7 +137,7 @@ func openCluster(ctx context.Context, cfg *config.Config, version string, lg *sl
 			return nil, err
 		}
 	}
-	lg.Info("cluster mode: joined", "cluster", cc.URL, "node", node, "advertise", adv, "forwarding", c.peers != nil, "mtls", cc.TLSCA != "")
+	lg.Info("cluster mode: joined", "cluster", cc.URL, "node", node, "advertise", adv, "forwarding", c.peers != nil, "mtls", cc.TLSCA != "", "etcd_tls", etls != nil)
 	return c, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -168,7 +169,8 @@ func (p *peers) post(ctx context.Context, node, path string, body, out any) erro
 	if err != nil {
 		return fmt.Errorf("%w: encoding a forwarded call: %v", registry.ErrInternal, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", u, bytes.NewReader(b))
+	tctx, sent := registry.TraceSent(ctx)
+	req, err := http.NewRequestWithContext(tctx, "POST", u, bytes.NewReader(b))
 	if err != nil {
 		p.forget(node)
 		return fmt.Errorf("%w: node %q at %q: %v", registry.ErrUnavailable, node, u, err)
@@ -181,6 +183,9 @@ func (p *peers) post(ctx context.Context, node, path string, body, out any) erro
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: forwarding to node %q: %v", registry.ErrCancelled, node, ctx.Err())
 		}
+		if sent() {
+			return &registry.AnswerLostError{Node: node, Cause: err}
+		}
 		return &registry.HeldElsewhereError{Node: node}
 	}
 	defer resp.Body.Close()
@@ -189,7 +194,7 @@ func (p *peers) post(ctx context.Context, node, path string, body, out any) erro
 		return fmt.Errorf("%w: node %q refused the forwarded call: HTTP %d", registry.ErrUnavailable, node, resp.StatusCode)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, peerBodyMax)).Decode(out); err != nil {
-		return fmt.Errorf("%w: node %q answered: %v", registry.ErrUnavailable, node, err)
+		return &registry.AnswerLostError{Node: node, Cause: err}
 	}
 	return nil
 }
@@ -202,7 +207,7 @@ func (p *peers) listAll(ctx context.Context, node string, f registry.OperatorFil
 }
 
 // serve answers forwarded calls with reg until stop.
-func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any) }) {
+func (p *peers) serve(reg *registry.Registry, lg *slog.Logger) {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != "POST" || (r.URL.Path != peerPath && r.URL.Path != peerProcessesPath) {
 			http.NotFound(w, r)
@@ -227,6 +232,7 @@ func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any)
 			}
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(reg.OperatorList(f))
+			lg.Info(auditMsg, "from", r.Header.Get(peerNodeHdr), "op", "operator-list", "result", "ok")
 			return
 		}
 		var call registry.RemoteCall
@@ -234,7 +240,10 @@ func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any)
 			http.Error(w, "bad forwarded call", http.StatusBadRequest)
 			return
 		}
+		call.From = r.Header.Get(peerNodeHdr) // the token (and with mTLS the certificate) vouched for it
+		start := time.Now()
 		res, err := reg.ServeRemote(r.Context(), call)
+		audit(lg, reg, call, res, err, time.Since(start))
 		a := peerAnswer{Result: res}
 		if err != nil {
 			e := registry.EncodeRemoteError(err)
@@ -254,6 +263,32 @@ func (p *peers) serve(reg *registry.Registry, lg interface{ Warn(string, ...any)
 			lg.Warn("cluster listener failed", "err", err)
 		}
 	}()
+}
+
+// auditMsg starts the audit line of every forwarded call this node
+// served (refused ones are Warn lines of their own).
+const auditMsg = "cluster audit: forwarded call served"
+
+// audit logs one forwarded call: which node sent it, for which caller,
+// what it did to which process (its log ID, never the ID; for a placed
+// spawn the one it started), the outcome's
+// error class and how long it took. One Info line per call, so an
+// operator can answer "who touched this process from where" from the
+// holder's log alone.
+func audit(lg *slog.Logger, reg *registry.Registry, call registry.RemoteCall, res json.RawMessage, err error, took time.Duration) {
+	attrs := []any{"from", call.From, "op", call.Op, "capsule", call.Caller.Capsule, "principal", call.Caller.Principal}
+	id := call.ID
+	if call.Op == registry.OpSpawnPersistent && err == nil {
+		_ = json.Unmarshal(res, &id) // a placed spawn: the process it started
+	}
+	if id != "" {
+		attrs = append(attrs, "proc", reg.LogID(id))
+	}
+	result := "ok"
+	if err != nil {
+		result = registry.EncodeRemoteError(err).Class
+	}
+	lg.Info(auditMsg, append(attrs, "result", result, "took", took)...)
 }
 
 // stop closes the listener and waits (bounded by ctx) for forwarded calls

@@ -171,6 +171,30 @@ func waitPidfd(st stateFile) {
 	}
 }
 
+// killMonitor SIGKILLs the recorded monitor through a pidfd pinned to it
+// (start time checked after opening, so a reused PID is never hit) and
+// waits up to bound for it to be gone.
+func killMonitor(st stateFile, bound time.Duration) {
+	fd, err := unix.PidfdOpen(st.MonitorPID, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(fd)
+	if st.MonitorStart != 0 && procfs.StartTime(st.MonitorPID) != st.MonitorStart {
+		return
+	}
+	if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) != nil {
+		return
+	}
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	end := time.Now().Add(bound)
+	for ms := time.Until(end).Milliseconds(); ms > 0; ms = time.Until(end).Milliseconds() {
+		if n, err := unix.Poll(fds, int(ms)); n > 0 || err != nil && !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
 // Cleanup implements sandbox.Backend.
 func (b *Backend) Cleanup(ctx context.Context, ref sandbox.Ref) error {
 	if ref.Backend != b.name {

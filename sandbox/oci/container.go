@@ -184,20 +184,28 @@ func (c *container) destroy(ctx context.Context) error {
 }
 
 // awaitMonitor: after the exit, the monitor ends leftovers at the drain
-// bound and deletes the runtime's container itself; let it finish.
+// bound and deletes the runtime's container itself; let it finish. A
+// monitor still there at the bound (a runc delete slow under load) is
+// killed and waited for: left running, it wrote its "deleted" marker
+// into the state directory while the cleanup removed it (a loaded run of
+// TestDurableRestartOCI: "directory not empty"). Its unfinished delete is
+// then ours (deleteRuntime: no marker).
 func (c *container) awaitMonitor(ctx context.Context) error {
 	deadline := time.Now().Add(c.drain + 10*time.Second)
 	if c.monExited != nil {
 		select {
 		case <-c.monExited:
+			return nil
 		case <-time.After(time.Until(deadline)):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		return nil
 	}
 	for monitorAlive(c.st) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
+	}
+	if monitorAlive(c.st) {
+		killMonitor(c.st, 5*time.Second)
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ func (s *server) startEntry(ctx context.Context, spec sandbox.ProcessSpec) (*ent
 	// The root is unreaped until it settles, so its PID cannot have been
 	// reused yet unless it settled and the PID space wrapped in between.
 	rec := procRecord{Version: recordVer, Ref: id, PID: e.pid, StartTick: procfs.StartTime(e.pid), Label: spec.Label, StartedAt: time.Now()}
-	if err := writeRecord(d, procFile, rec, false); err != nil {
+	if err := writeRecord(d, procFile, rec); err != nil {
 		// Without its record a keeper crash would leave it unfindable.
 		kctx, cancel := context.WithTimeout(context.Background(), stopSlack)
 		defer cancel()

@@ -49,15 +49,15 @@ type exitRecord struct {
 
 // writeRecord writes v as name in dir atomically: a temp file renamed
 // over the name, so a reader sees the old or the new record, never half.
-// With durable (the runc way) the file and then the directory are
-// fsynced, so the record also survives a machine crash; the proc record
-// skips that, because after a machine crash there is nothing left to find.
-func writeRecord(dir, name string, v any, durable bool) error {
+// It does not sync: an exit record is made durable by the group commit
+// (writeExit, commit.go); the proc record never is, because after a
+// machine crash there is nothing left to find.
+func writeRecord(dir, name string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("record %s: %w", name, err)
 	}
-	if err := atomicfile.Write(filepath.Join(dir, name), append(b, '\n'), 0o600, atomicfile.Options{NoSync: !durable}); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, name), append(b, '\n'), 0o600, atomicfile.Options{NoSync: true}); err != nil {
 		return fmt.Errorf("record %s in %s: %w", name, dir, err)
 	}
 	return nil

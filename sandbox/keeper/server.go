@@ -115,7 +115,8 @@ type server struct {
 	conns  map[*conn]struct{}
 	connWG sync.WaitGroup
 
-	feed feed // what changed, for watch_all
+	feed   feed         // what changed, for watch_all
+	commit *groupCommit // makes exit records durable in batches
 
 	heavy    chan struct{}
 	quit     chan struct{}
@@ -146,6 +147,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	s := &server{cfg: cfg, procs: filepath.Join(cfg.Dir, procsName), logf: cfg.Logf,
 		table: map[string]*entry{}, conns: map[*conn]struct{}{},
 		heavy: make(chan struct{}, maxHeavy), quit: make(chan struct{})}
+	s.commit = newGroupCommit(s.procs)
 	if err := s.recoverAll(); err != nil {
 		return err
 	}

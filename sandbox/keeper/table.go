@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
@@ -138,10 +139,28 @@ func (s *server) recordExit(e *entry) {
 	e.exit = Exit{Exit: x, Reason: ReasonExited}
 	rec := exitRecord{Version: recordVer, Ref: e.id, PID: e.pid, Label: e.label, Exit: exitToWire(e.exit)}
 	rec.StdoutSpill, rec.StderrSpill = spillOf(e.h.Stdout()), spillOf(e.h.Stderr())
-	if err := writeRecord(e.dir, exitFile, rec, true); err != nil {
+	if err := s.writeExit(e.dir, rec); err != nil {
 		s.logf("process %s: %v", e.id, err)
 	}
 	close(e.done)
+}
+
+// writeExit writes an exit record and returns once it is durable: renamed
+// unsynced, then made durable by a group commit shared with the exits
+// settling meanwhile (commit.go); should that flush fail, by a sync of
+// its own.
+func (s *server) writeExit(dir string, rec exitRecord) error {
+	if err := writeRecord(dir, exitFile, rec); err != nil {
+		return err
+	}
+	err := s.commit.sync()
+	if err == nil {
+		return nil
+	}
+	if serr := atomicfile.SyncFile(filepath.Join(dir, exitFile)); serr != nil {
+		return fmt.Errorf("exit record in %s not durable: %w", dir, errors.Join(err, serr))
+	}
+	return nil
 }
 
 // recoverEntry rebuilds one process of an earlier keeper from its
@@ -149,20 +168,23 @@ func (s *server) recordExit(e *entry) {
 // keeper that owned it died: what still runs of it is killed (its pipes
 // died with that keeper, so nobody could read it or write to it any
 // more), and a keeper-lost record is written.
-func (s *server) recoverEntry(id string) *entry {
+// The keeper-lost record is written unsynced: recoverAll makes all of
+// them durable with one flush before anything is served.
+func (s *server) recoverEntry(id string) (e *entry, lost bool) {
 	d := filepath.Join(s.procs, id)
 	var rec exitRecord
 	err := readRecord(filepath.Join(d, exitFile), &rec)
 	if err != nil {
-		rec = s.lostRecord(id, d)
-		if err := writeRecord(d, exitFile, rec, true); err != nil {
+		rec, lost = s.lostRecord(id, d), true
+		if err := writeRecord(d, exitFile, rec); err != nil {
 			s.logf("process %s: %v (served from memory)", id, err)
+			lost = false
 		}
 	}
-	e := &entry{id: id, dir: d, pid: rec.PID, label: rec.Label, done: make(chan struct{}), exit: rec.Exit.exit()}
+	e = &entry{id: id, dir: d, pid: rec.PID, label: rec.Label, done: make(chan struct{}), exit: rec.Exit.exit()}
 	e.spill = [2]string{rec.StdoutSpill, rec.StderrSpill}
 	close(e.done)
-	return e
+	return e, lost
 }
 
 func (s *server) lostRecord(id, d string) exitRecord {
@@ -182,12 +204,24 @@ func (s *server) recoverAll() error {
 	if err != nil {
 		return fmt.Errorf("keeper recover: %w", err)
 	}
+	var lost []*entry
 	for _, de := range ents {
 		if !de.IsDir() || !validID(de.Name()) {
 			continue
 		}
-		e := s.recoverEntry(de.Name())
+		e, l := s.recoverEntry(de.Name())
 		s.table[e.id] = e
+		if l {
+			lost = append(lost, e)
+		}
+	}
+	if len(lost) == 0 || s.commit.sync() == nil {
+		return nil
+	}
+	for _, e := range lost { // the shared flush failed: each on its own
+		if err := atomicfile.SyncFile(filepath.Join(e.dir, exitFile)); err != nil {
+			s.logf("process %s: keeper-lost record not durable: %v (served from memory)", e.id, err)
+		}
 	}
 	return nil
 }

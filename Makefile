@@ -59,6 +59,7 @@ mcp-client: npm-deps
 go-deps:
 	$(GO) mod download
 	cd abi-tests && $(GO) mod download
+	cd internal/benchdoc && $(GO) mod download
 
 # The lean client build (-tags leanclient) is vetted too: its test files
 # are tagged !leanclient (they drive the full build), so the vet of the
@@ -67,6 +68,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags leanclient ./cmd/capsule-host ./client/...
 	cd abi-tests && $(GO) vet ./...
+	cd internal/benchdoc && $(GO) vet ./...
 
 # hygiene fails if a build output (an ELF binary, a .tmp, a test binary) is
 # tracked by git.
@@ -87,6 +89,7 @@ verify-capsules:
 unit:
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	$(GO) test -timeout $(TEST_TIMEOUT) $$($(GO) list ./capsules/... ./cmd/... ./internal/... | grep -v /capsules/internal/e2e)
+	cd internal/benchdoc && $(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 abi-tests:
 	cd abi-tests && $(GO) test -timeout $(TEST_TIMEOUT) ./...
@@ -123,14 +126,16 @@ fuzz:
 	  dir=$$(dirname $$hit); \
 	  for f in $$(grep -oE '^func Fuzz[A-Za-z0-9_]*' $$hit | cut -d' ' -f2); do \
 	    echo ">> fuzz $$dir $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$dir; n=$$((n+1)); \
+	    (cd $$dir && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .); n=$$((n+1)); \
 	  done; \
 	done; echo ">> $$n fuzz targets passed"
 
 # bench runs the benchmarks and writes docs/bench.md from their output
 # (internal/benchdoc: header with date, go version, CPU, load average
 # before and after; one table per package). The raw output goes to
-# docs/bench.raw.txt, which is not tracked. BENCHTIME=3x is the quick mode
+# docs/bench.raw.txt, which is not tracked. Sub-benchmarks named side-N
+# (KeeperMemory/keeper-100 against tmux-100) are also drawn as scale
+# curves, docs/bench-*.png (gonum/plot; benchdoc is its own module). BENCHTIME=3x is the quick mode
 # (a few iterations, figures indicative only); the published figures need
 # the default on a quiet machine. BENCH_WASMTIME_PKGS= skips the cgo leg.
 # BENCH selects benchmarks by name (go test -bench). The issue-16 ones:
@@ -143,7 +148,7 @@ BENCH_WASMTIME_PKGS ?= ./host/engine/wasmtime/
 
 bench:
 	@mkdir -p .build docs
-	$(GO) build -o .build/benchdoc ./internal/benchdoc
+	cd internal/benchdoc && $(GO) build -o ../../.build/benchdoc .
 	set -o pipefail; { \
 	  $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) $(BENCH_PKGS) && \
 	  if [ -n "$(strip $(BENCH_WASMTIME_PKGS))" ]; then \

@@ -8,5 +8,5 @@ import "embed"
 
 // Bundled holds <name>/Capsule.toml and <name>/<module> per capsule.
 //
-//go:embed shell/Capsule.toml shell/shell.wasm
+//go:embed shell/Capsule.toml shell/shell.wasm mcp-stdio/Capsule.toml mcp-stdio/mcp-stdio.wasm
 var Bundled embed.FS

@@ -31,6 +31,7 @@ type pool struct {
 	c      *Capsule
 	tokens chan struct{}
 	share  *shareGate // per-principal bound in front of tokens (fair.go)
+	logs   *logLimit  // guest stdout/stderr records, all instances (logwriter.go)
 
 	mu         sync.Mutex
 	idle       []*instance // FIFO: put appends, acquire takes the front
@@ -64,6 +65,7 @@ func newPool(h *Host, c *Capsule) *pool {
 		c:       c,
 		tokens:  make(chan struct{}, c.Manifest.Pool.Max),
 		share:   newShareGate(c.Manifest.Pool.Max, c.Manifest.Pool.MaxPerPrincipal),
+		logs:    newLogLimit(h.log.With("capsule", c.Name()), guestLogLinesPerSec, guestLogBurst),
 		drained: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
@@ -85,8 +87,8 @@ func (p *pool) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{
 		id:     id,
 		proc:   process.NewInstance(),
-		stdout: newLineLog(log, "stdout"),
-		stderr: newLineLog(log, "stderr"),
+		stdout: newLineLog(log, "stdout", p.logs),
+		stderr: newLineLog(log, "stderr", p.logs),
 	}
 	in.proc.Log = log
 	// Instantiation runs the start function and _initialize, which may

@@ -177,3 +177,14 @@ func BenchmarkReadSinceVsRaw(b *testing.B) {
 	b.ReportMetric(mb/raw.Seconds(), "raw-MB/s")
 	b.ReportMetric(raw.Seconds()/reg.Seconds(), "ratio")
 }
+
+// BenchmarkKeyOf is the ID → map key hash of every call naming a
+// process (goal: no allocation; run with -benchmem).
+func BenchmarkKeyOf(b *testing.B) {
+	e := newEnv(b, nil)
+	id, _ := newRawID()
+	b.ReportAllocs()
+	for b.Loop() {
+		e.r.keyOf(id)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/base32"
 	"encoding/hex"
 	"fmt"
+	"hash"
+	"sync"
 
 	"golang.org/x/crypto/blake2b"
 )
@@ -33,13 +35,39 @@ func newRawID() (string, error) {
 
 // keyOf hashes any string, well-formed or not, so a lookup of a malformed
 // ID costs the same as one of a real ID (no timing oracle for the format).
+// It allocates nothing (BenchmarkKeyOf): every call of an owner's
+// process pays it, and New256 allocated the hash state and []byte(id) a
+// copy each time, so the state is pooled with its scratch space.
 func (r *Registry) keyOf(id string) procKey {
-	h, _ := blake2b.New256(r.hashKey[:]) // key is 32 bytes: never fails
-	h.Write([]byte(id))
+	kh, _ := keyHashers.Get().(*keyHasher)
+	if kh == nil || kh.key != r.hashKey { // none yet, or another registry's key
+		kh = &keyHasher{key: r.hashKey}
+		kh.h, _ = blake2b.New256(kh.key[:]) // key is 32 bytes: never fails
+	} else {
+		kh.h.Reset() // back to the keyed initial state
+	}
+	kh.buf = append(kh.buf[:0], id...)
+	kh.h.Write(kh.buf)
 	var k procKey
-	h.Sum(k[:0])
+	copy(k[:], kh.h.Sum(kh.sum[:0]))
+	if cap(kh.buf) <= maxPooledID {
+		keyHashers.Put(kh)
+	}
 	return k
 }
+
+// keyHasher is a keyed blake2b state with the scratch space of one
+// keyOf; maxPooledID keeps a huge malformed ID's buffer out of the pool.
+type keyHasher struct {
+	key [32]byte
+	h   hash.Hash
+	buf []byte
+	sum [32]byte
+}
+
+const maxPooledID = 1 << 10
+
+var keyHashers sync.Pool
 
 // short is the log form of a key: 48 bits of a secret-keyed hash, enough
 // to correlate log lines, useless to recover or guess the ID.

@@ -55,38 +55,44 @@ func (r *Registry) reapDeadlineLocked(p *proc) (*time.Duration, *Reason) {
 	return &left, &rule
 }
 
-// infoFanout bounds the snapshots a list takes at once. A keeper-held
-// process's snapshot is five round trips to its keeper (the two streams'
-// retained and dropped figures, the stats), so 500 processes taken one
-// after the other cost 2,500 round trips in a row: 0.6 s on the loaded
-// 2-core machine. Taken 16 at a time they overlap on the keeper's
-// connection, which answers requests in any order.
+// infoFanout bounds the snapshots a list takes at once through handles
+// (backends that are no Snapshotter, an older keeper). A keeper-held
+// process's snapshot that way is five round trips to its keeper (the two
+// streams' retained and dropped figures, the stats), so 500 processes
+// taken one after the other cost 2,500 round trips in a row: 0.6 s on
+// the loaded 2-core machine. Taken 16 at a time they overlap on the
+// keeper's connection, which answers requests in any order.
 const infoFanout = 16
+
+// fanout calls f(i) for every i < n, at most infoFanout at a time.
+func fanout(n int, f func(i int)) {
+	if n <= 2 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(infoFanout, n) {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
 
 // infos snapshots ps in order, at most infoFanout at a time; snap takes
 // the i-th.
 func infos(ps []*proc, snap func(i int) Info) []Info {
 	out := make([]Info, len(ps))
-	if len(ps) <= 2 {
-		for i := range ps {
-			out[i] = snap(i)
-		}
-		return out
-	}
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(infoFanout, len(ps)) {
-		wg.Go(func() {
-			for i := range next {
-				out[i] = snap(i)
-			}
-		})
-	}
-	for i := range ps {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	fanout(len(ps), func(i int) { out[i] = snap(i) })
 	return out
 }
 

@@ -23,7 +23,12 @@ func (r *Registry) OperatorList(f OperatorFilter) []Info {
 	if f.Brief {
 		return infos(ps, func(i int) Info { return r.brief(ps[i]) })
 	}
-	return infos(ps, func(i int) Info { return r.info(ps[i], 0, true) })
+	snaps := r.figuresOf(context.Background(), ps)
+	out := make([]Info, len(ps))
+	for i, p := range ps {
+		out[i] = r.infoOf(p, snaps[i], 0, true)
+	}
+	return out
 }
 
 func (r *Registry) operatorResolve(id string) (*proc, error) {

@@ -63,43 +63,61 @@ func (r *Registry) syncExit(p *proc) {
 // list of many processes stay cheap, and figures are at most this stale.
 const statsTTL = 250 * time.Millisecond
 
-// stats returns the backend's figures for p, cached for statsTTL. A figure
-// once known is kept when a later read cannot produce it (the cgroup of an
-// exited process is gone): the last measurement beats none, and none is
-// never turned into a made-up zero.
-func (r *Registry) stats(p *proc) sandbox.Stats {
+// cachedStats is p's figures from the backend and whether they are
+// fresher than statsTTL (then nobody asks the backend again).
+func (r *Registry) cachedStats(p *proc) (sandbox.Stats, bool) {
 	r.mu.Lock()
-	st, at := p.stats, p.statsAt
-	r.mu.Unlock()
-	if !at.IsZero() && time.Since(at) < statsTTL {
-		return st
-	}
-	fresh := p.h.Stats()
+	defer r.mu.Unlock()
+	return p.stats, !p.statsAt.IsZero() && time.Since(p.statsAt) < statsTTL
+}
+
+// noteStats caches a fresh read of p's figures. A figure once known is
+// kept when a later read cannot produce it (the cgroup of an exited
+// process is gone): the last measurement beats none, and none is never
+// turned into a made-up zero.
+func (r *Registry) noteStats(p *proc, fresh sandbox.Stats) sandbox.Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if fresh.CPUTime == nil {
-		fresh.CPUTime = st.CPUTime
+		fresh.CPUTime = p.stats.CPUTime
 	}
 	if fresh.MemoryPeak == nil {
-		fresh.MemoryPeak = st.MemoryPeak
+		fresh.MemoryPeak = p.stats.MemoryPeak
 	}
-	r.mu.Lock()
 	p.stats, p.statsAt = fresh, time.Now()
-	r.mu.Unlock()
 	return fresh
+}
+
+// figures takes p's backend figures through its handle (one process:
+// Status; lists take many at once: figuresOf), stats cached for statsTTL.
+func (r *Registry) figures(p *proc) sandbox.Snapshot {
+	st, fresh := r.cachedStats(p)
+	s := sandbox.SnapshotHandle(p.h, !fresh)
+	if fresh {
+		s.Stats = st
+	} else {
+		s.Stats = r.noteStats(p, s.Stats)
+	}
+	return s
 }
 
 // info snapshots p. idle is the time since the previous owner call.
 func (r *Registry) info(p *proc, idle time.Duration, operator bool) Info {
+	return r.infoOf(p, r.figures(p), idle, operator)
+}
+
+// infoOf is p's Info with the backend's figures s.
+func (r *Registry) infoOf(p *proc, s sandbox.Snapshot, idle time.Duration, operator bool) Info {
 	r.syncExit(p)
-	st := r.stats(p)
-	out, errl := p.h.Stdout(), p.h.Stderr()
+	st := s.Stats
 	in := Info{
 		ID:            p.id,
 		Node:          r.nodeName(),
 		Label:         p.label,
 		Command:       p.command,
 		Phase:         PhaseRunning,
-		BufferedBytes: uint64(out.Retained() + errl.Retained()),
-		BytesDropped:  uint64(out.Dropped() + errl.Dropped()),
+		BufferedBytes: uint64(s.Stdout.Retained + s.Stderr.Retained),
+		BytesDropped:  uint64(s.Stdout.Dropped + s.Stderr.Dropped),
 		CPU:           st.CPUTime,
 	}
 	if st.MemoryPeak != nil && *st.MemoryPeak >= 0 {
@@ -167,7 +185,11 @@ func (r *Registry) List(ctx context.Context, labelFilter *string) ([]Info, error
 		idles[i] = now.Sub(p.lastTouch)
 	}
 	r.mu.Unlock()
-	out := infos(ps, func(i int) Info { return r.info(ps[i], idles[i], false) })
+	snaps := r.figuresOf(ctx, ps)
+	out := make([]Info, len(ps))
+	for i, p := range ps {
+		out[i] = r.infoOf(p, snaps[i], idles[i], false)
+	}
 	return r.listElsewhere(ctx, o, labelFilter, out)
 }
 

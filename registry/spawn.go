@@ -514,10 +514,16 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 		return err
 	}
 	now := r.now()
+	if p.persistent {
+		crashAt(crashStarted)
+	}
 	if err := r.journalSpawn(p, pr, h.Ref(), now); err != nil {
 		r.abandon(p, h)
 		r.log.Warn("spawn not journaled: process killed", append(p.attrs(), "err", err)...)
 		return err
+	}
+	if p.persistent {
+		crashAt(crashJournaled)
 	}
 	p.term = r.startTerminal(p, h, pr.spec.Terminal, nil, false) // before p is published
 	r.mu.Lock()
@@ -713,9 +719,11 @@ func (r *Registry) SpawnPersistent(ctx context.Context, req SpawnRequest, o Pers
 	if err != nil {
 		return "", err
 	}
+	crashAt(crashReserved)
 	if err := r.start(ctx, p, pr); err != nil {
 		return "", err
 	}
+	crashAt(crashPublished)
 	return p.id, nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -421,13 +422,17 @@ func listProcesses(in listIn) (any, error) {
 	if err != nil {
 		return nil, fail("list_processes", err)
 	}
-	out := make([]procOut, 0, len(infos))
-	for _, p := range infos {
-		out = append(out, procOut{ID: p.ID, Label: p.Label, Command: p.Command, Running: p.Phase != process.PhaseExited,
-			Exit: exitOf(p.Exit, p.ExitReason), AgeMS: p.AgeMS, IdleMS: p.IdleMS, StdinOpen: p.StdinOpen,
-			Buffered: p.BufferedBytes, Dropped: p.BytesDropped})
+	out := make([]procOut, len(infos))
+	exits := make([]exitOut, len(infos)) // one allocation for every exit
+	for i, p := range infos {
+		out[i] = procOut{ID: p.ID, Label: p.Label, Command: p.Command, Running: p.Phase != process.PhaseExited,
+			AgeMS: p.AgeMS, IdleMS: p.IdleMS, StdinOpen: p.StdinOpen, Buffered: p.BufferedBytes, Dropped: p.BytesDropped}
+		if e := exitOf(p.Exit, p.ExitReason); e != nil {
+			exits[i] = *e
+			out[i].Exit = &exits[i]
+		}
 	}
-	return map[string]any{"processes": out}, nil
+	return json.RawMessage(appendList(make([]byte, 0, 256*len(out)+16), out)), nil // listjson.go
 }
 
 func killProcess(in killIn) (any, error) {

@@ -3,9 +3,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 
 	api "github.com/capsule-host/capsule-host/client"
@@ -79,6 +83,14 @@ func runMCP(e *env, o *opts, _ []string) error {
 	if err := srv.SyncTools(e.ctx); err != nil {
 		return err
 	}
+	hc, endpoint, err := daemonMCPEndpoint(e, principal)
+	if err != nil {
+		return err
+	}
+	wctx, stopWatch := context.WithCancel(e.ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); srv.WatchToolChanges(wctx, hc, endpoint) }()
+	defer func() { stopWatch(); <-watched }()
 	lg.Info("capsule-host mcp serving on stdio", "daemon", c.Where(), "principal", principal)
 	err = srv.Run(e.ctx, mcp.StdioTransport(e.stdin, e.stdout))
 	if e.ctx.Err() != nil || errors.Is(err, io.EOF) {
@@ -86,6 +98,37 @@ func runMCP(e *env, o *opts, _ []string) error {
 		return nil
 	}
 	return err
+}
+
+// daemonMCPEndpoint is how this process reaches the daemon's own MCP
+// endpoint (over the same socket or TCP address as its API calls), where
+// it watches for reloads to tell its client notifications/tools/list_changed.
+func daemonMCPEndpoint(e *env, principal string) (*http.Client, string, error) {
+	if e.g.tcp != "" {
+		tr := bearer{tok: os.Getenv("CAPSULE_HOST_TOKEN"), next: &http.Transport{DisableCompression: true}}
+		return &http.Client{Transport: tr}, "http://" + e.g.tcp + "/mcp", nil
+	}
+	sock, err := socketPath(e)
+	if err != nil {
+		return nil, "", err
+	}
+	var d net.Dialer
+	tr := &http.Transport{DisableCompression: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", sock)
+	}}
+	return &http.Client{Transport: tr}, "http://capsule-host/mcp?principal=" + url.QueryEscape(principal), nil
+}
+
+// bearer adds the token to each request of the reload-watch session.
+type bearer struct {
+	tok  string
+	next http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.tok)
+	return b.next.RoundTrip(r)
 }
 
 // mcpPrincipal picks the session's principal: --principal, else

@@ -53,7 +53,7 @@ type mcpStdio struct {
 	stderr  *testutil.SyncBuffer
 }
 
-func (d *testDaemon) mcpSession(t *testing.T, principal string) *mcpStdio {
+func (d *testDaemon) mcpSession(t testing.TB, principal string) *mcpStdio {
 	t.Helper()
 	stderr := &testutil.SyncBuffer{}
 	cmd := reexec.Command(cliRole, "mcp", "--socket", d.sock, "--principal", principal)
@@ -62,7 +62,7 @@ func (d *testDaemon) mcpSession(t *testing.T, principal string) *mcpStdio {
 }
 
 // dialMCP opens a Go SDK client session on transport.
-func dialMCP(t *testing.T, transport sdk.Transport, stderr *testutil.SyncBuffer) *mcpStdio {
+func dialMCP(t testing.TB, transport sdk.Transport, stderr *testutil.SyncBuffer) *mcpStdio {
 	t.Helper()
 	m := &mcpStdio{updated: make(chan string, 64), changed: make(chan struct{}, 8), stderr: stderr}
 	cl := sdk.NewClient(&sdk.Implementation{Name: "go-test", Version: "1"}, &sdk.ClientOptions{
@@ -94,7 +94,7 @@ func dialMCP(t *testing.T, transport sdk.Transport, stderr *testutil.SyncBuffer)
 
 // close ends the session: stdin closes, the subprocess exits (the
 // transport waits for it, and signals it after 5 s).
-func (m *mcpStdio) close(t *testing.T) {
+func (m *mcpStdio) close(t testing.TB) {
 	t.Helper()
 	if m.cs == nil {
 		return
@@ -108,7 +108,7 @@ func (m *mcpStdio) close(t *testing.T) {
 	}
 }
 
-func (m *mcpStdio) call(t *testing.T, name string, args any, out any) *sdk.CallToolResult {
+func (m *mcpStdio) call(t testing.TB, name string, args any, out any) *sdk.CallToolResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -128,7 +128,7 @@ func (m *mcpStdio) call(t *testing.T, name string, args any, out any) *sdk.CallT
 	return res
 }
 
-func (m *mcpStdio) waitUpdate(t *testing.T, uri string) {
+func (m *mcpStdio) waitUpdate(t testing.TB, uri string) {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
@@ -272,7 +272,7 @@ func runNode(t *testing.T, dir string, env ...string) {
 
 // shellDaemon is a daemon with the shell capsule (from its directory, as
 // the bundled one is) and testcap.
-func shellDaemon(t *testing.T, mutate func(*config.Config)) *testDaemon {
+func shellDaemon(t testing.TB, mutate func(*config.Config)) *testDaemon {
 	t.Helper()
 	shell, err := filepath.Abs("../../capsules/shell")
 	if err != nil {
@@ -303,22 +303,10 @@ func TestMCPNodeClientStdio(t *testing.T) {
 	runNode(t, dir, "MCP_TRANSPORT=stdio", "MCP_ALICE_CMD="+argv("alice"), "MCP_BOB_CMD="+argv("bob"))
 }
 
-// bearer adds a bearer token to every request.
-type bearer struct {
-	tok  string
-	next http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.tok)
-	return b.next.RoundTrip(r)
-}
-
 const tokAlice, tokBob = "mcp-token-for-alice-0123456789", "mcp-token-for-bob-0123456789"
 
 // tcpDaemon is shellDaemon with the loopback listener and two principals.
-func tcpDaemon(t *testing.T) *testDaemon {
+func tcpDaemon(t testing.TB) *testDaemon {
 	t.Helper()
 	hash := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 	return shellDaemon(t, func(c *config.Config) {
@@ -330,17 +318,31 @@ func tcpDaemon(t *testing.T) *testDaemon {
 	})
 }
 
-func httpSession(t *testing.T, d *testDaemon, tok string) *mcpStdio {
+func httpSession(t testing.TB, d *testDaemon, tok string) *mcpStdio {
 	t.Helper()
 	hc := &http.Client{Transport: bearer{tok, http.DefaultTransport}}
 	return dialMCP(t, &sdk.StreamableClientTransport{Endpoint: "http://" + d.tcp + "/mcp", HTTPClient: hc}, &testutil.SyncBuffer{})
 }
 
 // A capsule reload (here the runtime's Reload, which `reload`, SIGHUP and
-// serve --watch all call) re-syncs the HTTP endpoint's sessions: the
-// client gets notifications/tools/list_changed without asking, and its
-// next tools/list has the new version's tools.
-func TestMCPHTTPReloadListChanged(t *testing.T) {
+// serve --watch all call) reaches every MCP client without its asking:
+// over streamable HTTP the daemon re-syncs its sessions; over stdio the
+// `capsule-host mcp` process hears it on its own session with the daemon's
+// endpoint and re-syncs. Either way the client gets
+// notifications/tools/list_changed, and a call to the new version works.
+func TestMCPReloadListChanged(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dial func(t *testing.T, d *testDaemon) *mcpStdio
+	}{
+		{"stdio", func(t *testing.T, d *testDaemon) *mcpStdio { return d.mcpSession(t, "alice") }},
+		{"streamable HTTP", func(t *testing.T, d *testDaemon) *mcpStdio { return httpSession(t, d, tokAlice) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { reloadListChanged(t, tc.dial) })
+	}
+}
+
+func reloadListChanged(t *testing.T, dial func(t *testing.T, d *testDaemon) *mcpStdio) {
 	dir := t.TempDir()
 	for _, f := range []string{"Capsule.toml", "testcap.wasm"} {
 		b, err := os.ReadFile(filepath.Join(testcapDir(t), f))
@@ -357,7 +359,7 @@ func TestMCPHTTPReloadListChanged(t *testing.T) {
 		c.TCP.Listen = "127.0.0.1:0"
 		c.Principals = map[string]config.Principal{"alice": {TokenSHA256: []string{hash(tokAlice)}}}
 	})
-	a := httpSession(t, d, tokAlice)
+	a := dial(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := a.cs.ListTools(ctx, nil); err != nil {
@@ -375,11 +377,14 @@ func TestMCPHTTPReloadListChanged(t *testing.T) {
 	if err != nil || len(res.Replaced) != 1 {
 		t.Fatalf("reload: %+v %v", res, err)
 	}
+	t0 := time.Now()
+	// No tools/list or call before this: the notification is pushed.
 	select {
 	case <-a.changed:
 	case <-time.After(20 * time.Second):
-		t.Fatal("no notifications/tools/list_changed within 20s of the reload")
+		t.Fatalf("no notifications/tools/list_changed within 20s of the reload\n%s", a.stderr)
 	}
+	t.Logf("list_changed %v after the reload", time.Since(t0))
 	a.call(t, "testcap__echo", map[string]any{"x": 1}, &map[string]any{})
 }
 

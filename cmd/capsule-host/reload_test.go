@@ -256,7 +256,7 @@ func TestReloadKeepsProcesses(t *testing.T) {
 	}
 
 	// Nothing changed: nothing is touched, also by name.
-	if r := d.reload(t, 0); !slices.Equal(r.Unchanged, []string{"shell", "testcap"}) || len(r.Replaced) != 0 {
+	if r := d.reload(t, 0); !slices.Equal(r.Unchanged, []string{"mcp-stdio", "shell", "testcap"}) || len(r.Replaced) != 0 {
 		t.Fatalf("second reload: %+v", r)
 	}
 	if r := d.reload(t, 0, "testcap"); !slices.Equal(r.Unchanged, []string{"testcap"}) || len(r.Replaced) != 0 {

@@ -3,6 +3,7 @@ package component
 import (
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -91,4 +92,55 @@ func TestDescribeShared(t *testing.T) {
 	if !strings.Contains(d, "…") || len(d) > 4096 {
 		t.Fatalf("describe = %d bytes: %.200s", len(d), d)
 	}
+}
+
+// FuzzResolve resolves an imported interface name (the WIT
+// "ns:pkg/iface@x.y.z" a component declares) against what the host
+// serves. Properties: nothing panics; a served name resolves to itself;
+// any other name resolves only to a served module of the same package
+// path whose version is semver-compatible, and only when the import's
+// version is strict semver (digits, no sign, no leading zero); every
+// refusal is a *Error of class ErrUnsupported.
+func FuzzResolve(f *testing.F) {
+	served := append(process.Served(), "wasi:io/streams@0.2.0", "wasi:cli/stdout@0.2.3")
+	for _, s := range append(served, "capsule:process/host@1.1.7", "wasi:io/streams@0.2.9", "wasi:io/streams@0.3.0", "x") {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		got, err := Resolve(name, served)
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("unclassified refusal %T: %v", err, err)
+			}
+			return
+		}
+		if !slices.Contains(served, got) {
+			t.Fatalf("%q resolved to %q, which is not served", name, got)
+		}
+		if got == name {
+			return
+		}
+		base, ver, _ := strings.Cut(name, "@")
+		gbase, gver, _ := strings.Cut(got, "@")
+		if base != gbase || !strictSemver(ver) {
+			t.Fatalf("%q resolved to %q", name, got)
+		}
+		if strings.Split(ver, ".")[0] != strings.Split(gver, ".")[0] {
+			t.Fatalf("%q resolved across a major version to %q", name, got)
+		}
+	})
+}
+
+func strictSemver(v string) bool {
+	parts := strings.Split(v, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || len(p) > 1 && p[0] == '0' || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }

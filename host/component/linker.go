@@ -251,8 +251,9 @@ func splitVersion(name string) (base string, ver [3]int, ok bool) {
 		return base, ver, false
 	}
 	for i, p := range parts {
+		// Strict semver: digits only (Atoi takes "+1"), no leading zero.
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 {
+		if err != nil || strings.Trim(p, "0123456789") != "" || len(p) > 1 && p[0] == '0' {
 			return base, ver, false
 		}
 		ver[i] = n

@@ -39,6 +39,7 @@ func (ck *checker) top(c *Config) error {
 	c.StateDir = ck.abs(c.StateDir)
 	c.WorkspaceRoot = ck.abs(c.WorkspaceRoot)
 	c.Socket = ck.abs(c.Socket)
+	c.CacheDir = ck.abs(c.CacheDir)
 	for i, d := range c.Capsules {
 		if d == "" {
 			return ck.fail("capsules", "empty capsule directory")

@@ -52,6 +52,11 @@ type Config struct {
 	WorkspaceRoot string `toml:"workspace_root"`
 	// Socket is the unix socket path of the API.
 	Socket string `toml:"socket"`
+	// CacheDir holds compiled modules, one subdirectory per engine
+	// (default <state_dir>/cache; $CAPSULE_HOST_CACHE_DIR overrides it).
+	// It may be shared by several daemons of one user, so a module is
+	// compiled once for all of them (the guard locks and checks entries).
+	CacheDir string `toml:"cache_dir"`
 	// Bundled loads the capsules compiled into the binary (default true).
 	Bundled *bool `toml:"bundled"`
 	// Capsules are capsule directories (each holding a Capsule.toml).

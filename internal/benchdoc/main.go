@@ -8,7 +8,9 @@
 // pairs: ns/op, B/op, allocs/op, MB/s and any b.ReportMetric unit) and
 // writes a header (date, `go version`, CPU model and count from
 // /proc/cpuinfo, /proc/loadavg when it started and when its input ended)
-// and one table per package. Lines it cannot parse are ignored, except
+// the scale curves (sub-benchmarks named side-N: a PNG drawn with
+// gonum/plot beside the document and a table of medians and ratios), and
+// one table per package. Lines it cannot parse are ignored, except
 // the packages' ok/FAIL verdict lines. Run it in the same pipeline as the
 // benchmarks so that "before" and "after" bracket them.
 package main
@@ -31,6 +33,7 @@ func main() {
 	benchtime := flag.String("benchtime", "", "the -benchtime the benchmarks ran with (\"3x\" marks a quick-mode sample)")
 	cmd := flag.String("cmd", "", "the command that produced the input, for the header")
 	goTool := flag.String("go", "go", "the go command whose version the header reports")
+	plots := flag.Bool("plots", true, "draw each scale curve as a PNG beside the -o file (ignored without -o)")
 	flag.Parse()
 
 	env := Env{
@@ -40,6 +43,7 @@ func main() {
 		Benchtime:  *benchtime,
 		Module:     modulePath("go.mod"),
 		GoVersion:  goVersion(*goTool),
+		Plots:      *plots && *out != "",
 	}
 	env.CPUModel, env.CPUs = cpuInfo("/proc/cpuinfo")
 	run, err := Parse(os.Stdin)
@@ -47,6 +51,14 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchdoc: reading the benchmark output:", err)
 		os.Exit(1)
+	}
+	if env.Plots {
+		for _, c := range Curves(run) {
+			if err := drawCurve(filepath.Dir(*out), c); err != nil {
+				fmt.Fprintln(os.Stderr, "benchdoc: plotting", c.Bench, c.Unit+":", err)
+				os.Exit(1)
+			}
+		}
 	}
 	var buf bytes.Buffer
 	if err := Render(&buf, env, run); err != nil {

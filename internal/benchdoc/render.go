@@ -20,6 +20,7 @@ type Env struct {
 	Command    string // what produced the input
 	Benchtime  string // the -benchtime given to go test
 	Module     string // module path, trimmed from package paths
+	Plots      bool   // each scale curve has its PNG (plotFile) beside the document
 }
 
 // quick reports whether benchtime asks for a fixed, small iteration count
@@ -48,6 +49,7 @@ var standardUnits = []string{"ns/op", "MB/s", "B/op", "allocs/op"}
 func Render(w io.Writer, env Env, run Run) error {
 	var b strings.Builder
 	header(&b, env, run)
+	scaleSection(&b, env, Curves(run))
 	var quiet []string
 	for _, p := range run.Packages {
 		if len(p.Results) == 0 && len(p.Skipped) == 0 && p.Status == "ok" {
@@ -200,4 +202,22 @@ func procs(n int) string {
 func cell(s string) string {
 	s = strings.ReplaceAll(s, "|", `\|`)
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// scaleSection writes the scale curves first, each as its plot and its
+// table of medians and ratios: they answer "is per-process cost flat, and
+// how far from tmux" at a glance, which the raw tables below do not.
+func scaleSection(b *strings.Builder, env Env, cs []Curve) {
+	if len(cs) == 0 {
+		return
+	}
+	b.WriteString("## Scale curves\n\n")
+	b.WriteString("Sub-benchmarks named `side-N` drawn over N: the median of the runs at each N, the spread when runs repeated, and the ratio of the first side to each other one.\n\n")
+	for _, c := range cs {
+		fmt.Fprintf(b, "### %s: %s (%s)\n\n", cell(pkgName(env, &Package{Path: c.Pkg})), cell(c.Bench), cell(c.Unit))
+		if env.Plots {
+			fmt.Fprintf(b, "![%s %s](%s)\n\n", cell(c.Bench), cell(c.Unit), plotFile(c))
+		}
+		curveTable(b, c)
+	}
 }

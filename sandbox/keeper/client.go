@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,6 +45,8 @@ type Client struct {
 	done    chan struct{}
 
 	hub hub // the feed's client side; started by the first waiter
+
+	noSnapshot atomic.Bool // the keeper does not know snapshot (snapshot.go)
 }
 
 // Dial connects to the keeper of dir. The directory and the socket must

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
-	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox"
 )
@@ -230,13 +229,7 @@ func (c *Client) Stats(ctx context.Context, ref sandbox.Ref) (sandbox.Stats, err
 	if err := c.call(ctx, opStats, refArgs{Ref: id}, &r); err != nil {
 		return sandbox.Stats{}, err
 	}
-	var st sandbox.Stats
-	if r.CPUTimeNS != nil {
-		d := time.Duration(*r.CPUTimeNS)
-		st.CPUTime = &d
-	}
-	st.MemoryPeak = r.MemoryPeak
-	return st, nil
+	return r.stats(), nil
 }
 
 // Cleanup removes an exited process and its records (ErrRunning while it

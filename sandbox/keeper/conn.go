@@ -49,6 +49,7 @@ var handlers = map[string]handler{
 	opStats:      (*server).opStats,
 	opCleanup:    (*server).opCleanup,
 	opShutdown:   (*server).opShutdown,
+	opSnapshot:   (*server).opSnapshot,
 }
 
 func (c *conn) serve() {

@@ -343,17 +343,10 @@ func (s *server) opStats(ctx context.Context, raw json.RawMessage) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	var out statsResult
 	if e.h == nil {
-		return out, nil
+		return statsResult{}, nil
 	}
-	st := e.h.Stats()
-	if st.CPUTime != nil {
-		ns := int64(*st.CPUTime)
-		out.CPUTimeNS = &ns
-	}
-	out.MemoryPeak = st.MemoryPeak
-	return out, nil
+	return statsToWire(e.h.Stats()), nil
 }
 
 // opCleanup removes an exited process: the backend's resources, the

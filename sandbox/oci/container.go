@@ -96,17 +96,12 @@ func (c *container) pump(r *os.File, l *sandbox.OutputLog) {
 // the drain time), and publishes the exit.
 func (c *container) settle(wait func() (*exitRecord, error)) {
 	rec, err := wait()
-	for _, l := range c.logs {
-		if l != nil {
-			l.LiftBackpressure()
-		}
-	}
 	pumped := make(chan struct{})
 	go func() { c.pumps.Wait(); close(pumped) }()
 	select {
 	case <-pumped:
 	case <-time.After(c.drain):
-		c.closeReaders()
+		c.sweepReaders()
 		<-pumped
 	}
 	c.closeReaders()
@@ -128,6 +123,29 @@ func (c *container) settle(wait func() (*exitRecord, error)) {
 	}
 	close(c.done)
 }
+
+// sweepReaders ends the pumps at the drain bound, as the local backend
+// does: backpressure is lifted only now (lifting it at the exit, as this
+// did before, let the tail still in the pipe overwrite what a slow reader
+// had not acknowledged: a Backpressure stream counted drops under load),
+// and a short read deadline lets the pumps take what sits in the pipes
+// (ring, spill, then counted drops, never unseen) before they stop.
+func (c *container) sweepReaders() {
+	for _, l := range c.logs {
+		if l != nil {
+			l.LiftBackpressure()
+		}
+	}
+	for _, r := range c.readers {
+		if r != nil && r.SetReadDeadline(time.Now().Add(sweepBound)) != nil {
+			r.Close() // not pollable: no sweep, as before
+		}
+	}
+}
+
+// sweepBound is how long the final sweep may read what is already in a
+// pipe: it only copies buffered bytes (a pipe holds 64 KiB by default).
+const sweepBound = 100 * time.Millisecond
 
 func (c *container) closeReaders() {
 	for _, r := range c.readers {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/registry"
 )
 
@@ -62,6 +63,7 @@ func BenchmarkShellList(b *testing.B) {
 		}
 	}
 	b.Run(fmt.Sprintf("list-%d", n), func(b *testing.B) {
+		cpu := testutil.CPUTime()
 		for b.Loop() {
 			res, err := h.Call(ctx, "shell", "list_processes", `{}`)
 			if err != nil {
@@ -72,15 +74,18 @@ func BenchmarkShellList(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
+		testutil.ReportCPU(b, cpu)
 	})
 	// The registry's share alone: the same list without a guest.
 	rctx := registry.WithCaller(context.Background(), registry.Caller{Capsule: "shell", Principal: "alice"})
 	b.Run(fmt.Sprintf("registry-%d", n), func(b *testing.B) {
+		cpu := testutil.CPUTime()
 		for b.Loop() {
 			if is, err := reg.List(rctx, nil); err != nil || len(is) != n {
 				b.Fatalf("List: %d (%v), want %d", len(is), err, n)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
+		testutil.ReportCPU(b, cpu)
 	})
 }

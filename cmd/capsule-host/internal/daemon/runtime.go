@@ -268,6 +268,7 @@ func openHost(ctx context.Context, cfg *config.Config, engine string, reg *regis
 		Engine:        engine,
 		Registry:      reg,
 		StateDir:      cfg.StateDir,
+		CacheDir:      cacheDir(cfg, engine),
 		WorkspaceRoot: cfg.WorkspaceRoot,
 		Logger:        lg.With("component", "host"),
 		CallTimeout:   cfg.CallTimeout.D(),
@@ -288,6 +289,31 @@ func openHost(ctx context.Context, cfg *config.Config, engine string, reg *regis
 		return nil, fmt.Errorf("starting the host: %w", err)
 	}
 	return h, nil
+}
+
+// CacheEnv names a compile cache directory that overrides the config's
+// cache_dir: test runs point every daemon they start at one directory, so
+// each bundled module is compiled once per run, not once per daemon.
+const CacheEnv = "CAPSULE_HOST_CACHE_DIR"
+
+// cacheDir is the engine's compile cache: $CAPSULE_HOST_CACHE_DIR, else
+// cache_dir, each with one subdirectory per engine; "" leaves the host's
+// default (<state_dir>/cache/ENGINE).
+func cacheDir(cfg *config.Config, engine string) string {
+	dir := cfg.CacheDir
+	if env := os.Getenv(CacheEnv); env != "" {
+		dir = env
+	}
+	if dir == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if engine == "" {
+		engine = config.DefaultEngine
+	}
+	return filepath.Join(dir, engine)
 }
 
 // CheckEngine refuses an engine this binary was not built with, saying

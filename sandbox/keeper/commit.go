@@ -2,7 +2,9 @@ package keeper
 
 import (
 	"fmt"
+	"os"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,9 +25,14 @@ import (
 // noted, a wait answered) only after the flush that covers its record.
 // A record whose flush failed is synced alone (SyncFile) and, failing
 // that too, logged; the exit is then served from memory, as before.
+//
+// The directory is opened once, for the keeper's life: syncfs reports a
+// writeback error to every descriptor opened before it (errseq), but one
+// opened later misses an error somebody else has already seen, so a
+// descriptor per flush could miss the failed writeback of a record.
 type groupCommit struct {
-	dir   string                 // a directory on the records' filesystem
-	flush func(dir string) error // syncFS; a test's counter in tests
+	fd    int          // the records' directory, never closed (Serve runs once a process)
+	flush func() error // syncfs of fd; a test's counter in tests
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -36,10 +43,15 @@ type groupCommit struct {
 	waiting int    // callers waiting for a flush (tests observe it)
 }
 
-func newGroupCommit(dir string) *groupCommit {
-	g := &groupCommit{dir: dir, flush: syncFS}
+func newGroupCommit(dir string) (*groupCommit, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("exit records: %w", &os.PathError{Op: "open", Path: dir, Err: err})
+	}
+	g := &groupCommit{fd: fd}
+	g.flush = func() error { return syncFS(dir, fd) }
 	g.cond = sync.NewCond(&g.mu)
-	return g
+	return g, nil
 }
 
 // sync returns once a flush that began after this call has completed,
@@ -60,7 +72,7 @@ func (g *groupCommit) sync() error {
 		g.started++
 		n := g.started
 		g.mu.Unlock()
-		err := g.flush(g.dir)
+		err := g.flush()
 		g.mu.Lock()
 		g.running, g.done, g.err = false, n, err
 		g.cond.Broadcast()
@@ -68,14 +80,20 @@ func (g *groupCommit) sync() error {
 	return g.err
 }
 
+// crashBeforeFlush is the test hook of the durability rule: with
+// CAPSULE_KEEPER_TEST_CRASH=before-exit-flush the keeper kills itself
+// (SIGKILL) when it is about to make an exit record durable, after the
+// record's rename and before anybody was told of the exit. Unset, as in
+// every real run, it is one bool.
+var crashBeforeFlush = os.Getenv("CAPSULE_KEEPER_TEST_CRASH") == "before-exit-flush"
+
 // syncFS flushes the filesystem holding dir (data, metadata, directory
-// entries) and waits for it; since Linux 5.8 it reports writeback errors.
-func syncFS(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("syncfs %s: %w", dir, err)
+// entries) through fd and waits for it; since Linux 5.8 it reports
+// writeback errors.
+func syncFS(dir string, fd int) error {
+	if crashBeforeFlush {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
-	defer unix.Close(fd)
 	if err := unix.Syncfs(fd); err != nil {
 		return fmt.Errorf("syncfs %s: %w", dir, err)
 	}

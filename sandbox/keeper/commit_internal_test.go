@@ -2,10 +2,13 @@ package keeper
 
 import (
 	"errors"
+	"io/fs"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestGroupCommitShares: callers arriving while a flush runs share the
@@ -13,10 +16,10 @@ import (
 // that began after its call completed.
 func TestGroupCommitShares(t *testing.T) {
 	const n = 32
-	g := newGroupCommit(t.TempDir())
+	g := mustGroupCommit(t, t.TempDir())
 	var began, completed atomic.Int64
 	release := make(chan struct{})
-	g.flush = func(string) error {
+	g.flush = func() error {
 		if began.Add(1) == 1 {
 			<-release // the first flush runs until every other caller waits
 		}
@@ -55,24 +58,35 @@ func TestGroupCommitShares(t *testing.T) {
 }
 
 // TestGroupCommitError: a failed flush reaches its callers; the next
-// caller gets a fresh flush. A real syncfs of a real directory succeeds.
+// caller gets a fresh flush. A real syncfs of a real directory succeeds;
+// a missing directory is refused when the keeper starts, by its name.
 func TestGroupCommitError(t *testing.T) {
-	g := newGroupCommit(t.TempDir())
+	g := mustGroupCommit(t, t.TempDir())
 	if err := g.sync(); err != nil {
 		t.Fatalf("syncfs: %v", err)
 	}
 	boom := errors.New("boom")
-	g.flush = func(string) error { return boom }
+	g.flush = func() error { return boom }
 	if err := g.sync(); !errors.Is(err, boom) {
 		t.Fatalf("sync = %v, want boom", err)
 	}
-	g.flush = func(string) error { return nil }
+	g.flush = func() error { return nil }
 	if err := g.sync(); err != nil {
 		t.Fatalf("sync after a failure = %v", err)
 	}
-	if err := newGroupCommit("/nonexistent-keeper-dir").sync(); err == nil {
-		t.Fatal("syncfs of a missing directory succeeded")
+	if _, err := newGroupCommit("/nonexistent-keeper-dir"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("group commit of a missing directory: %v, want ErrNotExist", err)
 	}
+}
+
+func mustGroupCommit(t *testing.T, dir string) *groupCommit {
+	t.Helper()
+	g, err := newGroupCommit(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(g.fd) })
+	return g
 }
 
 // pollUntil polls cond for up to 10 s.

@@ -32,6 +32,11 @@ type procRecord struct {
 	StartTick uint64    `json:"start_tick"`
 	Label     string    `json:"label,omitempty"`
 	StartedAt time.Time `json:"started_at"`
+	// BackendRef is the embedded backend's ID of the process (an OCI
+	// container's): a later keeper cleans up what the backend left (the
+	// container's and the runtime's state directories, its bundle and
+	// cgroups) with it. Empty in the records of older keepers.
+	BackendRef string `json:"backend_ref,omitempty"`
 }
 
 // exitRecord is written when the process has settled (or, for a dead
@@ -45,6 +50,7 @@ type exitRecord struct {
 	// Spill paths let a later keeper serve the output (sandbox.OpenOutputLog).
 	StdoutSpill string `json:"stdout_spill,omitempty"`
 	StderrSpill string `json:"stderr_spill,omitempty"`
+	BackendRef  string `json:"backend_ref,omitempty"` // as in procRecord
 }
 
 // writeRecord writes v as name in dir atomically: a temp file renamed

@@ -51,6 +51,22 @@ type entry struct {
 	mu    sync.Mutex
 	logs  [2]Log    // live: the handle's logs; recovered: opened on first use
 	spill [2]string // recovered: the recorded spill paths
+	bref  string    // recovered: the embedded backend's ID of it ("" if unknown)
+}
+
+// backendRef is the embedded backend's ref of the process, for its
+// cleanup: the live handle's, or, for a process of a dead keeper, the
+// recorded one (what an OCI container leaves on disk outlives its keeper;
+// the local backend has nothing of an unknown ref to clean). false for a
+// record of an older keeper, which did not record it.
+func (e *entry) backendRef(backend string) (sandbox.Ref, bool) {
+	if e.h != nil {
+		return e.h.Ref(), true
+	}
+	if e.bref == "" {
+		return sandbox.Ref{}, false
+	}
+	return sandbox.Ref{Backend: backend, ID: e.bref, Lifetime: sandbox.LifetimeBackend}, true
 }
 
 func newID() string {
@@ -137,7 +153,7 @@ func (s *server) recordExit(e *entry) {
 		s.logf("process %s: wait after done: %v", e.id, err)
 	}
 	e.exit = Exit{Exit: x, Reason: ReasonExited}
-	rec := exitRecord{Version: recordVer, Ref: e.id, PID: e.pid, Label: e.label, Exit: exitToWire(e.exit)}
+	rec := exitRecord{Version: recordVer, Ref: e.id, PID: e.pid, Label: e.label, Exit: exitToWire(e.exit), BackendRef: e.h.Ref().ID}
 	rec.StdoutSpill, rec.StderrSpill = spillOf(e.h.Stdout()), spillOf(e.h.Stderr())
 	if err := s.writeExit(e.dir, rec); err != nil {
 		s.logf("process %s: %v", e.id, err)
@@ -186,6 +202,7 @@ func (s *server) recoverEntry(id string) (e *entry, lost bool) {
 	}
 	e = &entry{id: id, dir: d, pid: rec.PID, label: rec.Label, done: make(chan struct{}), exit: rec.Exit.exit()}
 	e.spill = [2]string{rec.StdoutSpill, rec.StderrSpill}
+	e.bref = rec.BackendRef
 	close(e.done)
 	return e, lost
 }
@@ -198,7 +215,7 @@ func (s *server) lostRecord(id, d string) exitRecord {
 		x.Code, x.Signal = 0, int(syscall.SIGKILL)
 	}
 	s.logf("process %s (pid %d): keeper lost, signal %d", id, pr.PID, x.Signal)
-	return exitRecord{Version: recordVer, Ref: id, PID: pr.PID, Label: pr.Label, Exit: x}
+	return exitRecord{Version: recordVer, Ref: id, PID: pr.PID, Label: pr.Label, Exit: x, BackendRef: pr.BackendRef}
 }
 
 // recoverAll loads every process directory an earlier keeper left.

@@ -51,29 +51,36 @@ func BenchmarkKeeperMemory(b *testing.B) {
 	}
 }
 
-func benchKeeper(b *testing.B, n int) {
+// benchKeeperStart starts a keeper on a fresh directory with cfg and
+// dials it; end stops it with everything it runs and removes the dir.
+func benchKeeperStart(b *testing.B, cfg keeper.Config) (ctx context.Context, c *keeper.Client, p *keeper.Process, end func()) {
 	dir, err := os.MkdirTemp("", "keeper-test-bench-")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	p, err := keeper.Start(keeper.Config{Dir: dir})
-	if err != nil {
+	cfg.Dir = dir
+	if p, err = keeper.Start(cfg); err != nil {
+		os.RemoveAll(dir)
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c, err := keeper.Dial(ctx, dir)
-	if err != nil {
+	if c, err = keeper.Dial(ctx, dir); err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
+	return ctx, c, p, func() {
 		if err := c.Shutdown(ctx, true); err != nil {
 			b.Error(err)
 		}
 		c.Close()
 		<-p.Done()
-	}()
+		cancel()
+		os.RemoveAll(dir)
+	}
+}
+
+func benchKeeper(b *testing.B, n int) {
+	ctx, c, p, end := benchKeeperStart(b, keeper.Config{})
+	defer end()
 	sp := spec("keeper-test-bench", "/usr/bin/sleep", "1000")
 	sp.Output.SpillBytes = 0
 	var base procfs.Footprint
@@ -124,28 +131,8 @@ func BenchmarkKeeperStop(b *testing.B) {
 }
 
 func benchKeeperStop(b *testing.B, n int, each bool) {
-	dir, err := os.MkdirTemp("", "keeper-test-bench-")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	p, err := keeper.Start(keeper.Config{Dir: dir, SyncEach: each})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c, err := keeper.Dial(ctx, dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		if err := c.Shutdown(ctx, true); err != nil {
-			b.Error(err)
-		}
-		c.Close()
-		<-p.Done()
-	}()
+	ctx, c, _, end := benchKeeperStart(b, keeper.Config{SyncEach: each})
+	defer end()
 	sp := spec("keeper-test-bench", "/usr/bin/sleep", "1000")
 	sp.Grace = 30 * time.Second // as the daemon's (a loaded machine settles 500 slowly)
 	refs := make([]sandbox.Ref, n)

@@ -119,17 +119,27 @@ func BenchmarkListProcesses(b *testing.B) {
 // PERF_N (500) live persistent processes of one principal, SIGTERM, and
 // the time until the process exits (goal ≤ 1 s), under on_shutdown =
 // stop (every process stopped: SIGTERM, grace, SIGKILL) and keep (every
-// process left to its keeper, journaled, for the next daemon).
+// process left to its keeper, journaled, for the next daemon). stop-each
+// is stop with the keeper's exit records fsynced one by one
+// (CAPSULE_KEEPER_SYNC_EACH=1), the baseline of the group commit (RFC §16),
+// side by side in the same run.
 //
 //	go test -run '^$' -bench Shutdown -benchtime 1x ./cmd/capsule-host
 func BenchmarkShutdown(b *testing.B) {
 	n := listN()
 	bin := builtBinary(b)
-	for _, mode := range []string{config.OnShutdownStop, config.OnShutdownKeep} {
-		b.Run(fmt.Sprintf("%s-%d", mode, n), func(b *testing.B) {
+	for _, c := range []struct {
+		name, mode string
+		env        []string
+	}{
+		{"stop", config.OnShutdownStop, nil},
+		{"stop-each", config.OnShutdownStop, []string{"CAPSULE_KEEPER_SYNC_EACH=1"}},
+		{"keep", config.OnShutdownKeep, nil},
+	} {
+		b.Run(fmt.Sprintf("%s-%d", c.name, n), func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
-				d, dir := serveWithSleepers(b, bin, n, mode)
+				d, dir := serveWithSleepers(b, bin, n, c.mode, c.env...)
 				b.StartTimer()
 				start := time.Now()
 				endServe(b, d)
@@ -143,13 +153,13 @@ func BenchmarkShutdown(b *testing.B) {
 	}
 }
 
-// serveWithSleepers starts a built serve under the on_shutdown mode and
-// n `sleep` processes for alice through the shell capsule's HTTP call.
-func serveWithSleepers(b *testing.B, bin string, n int, mode string) (*daemonProc, string) {
+// serveWithSleepers starts a built serve under the on_shutdown mode (with
+// env added to its environment) and n `sleep` processes for alice through the shell capsule's HTTP call.
+func serveWithSleepers(b *testing.B, bin string, n int, mode string, env ...string) (*daemonProc, string) {
 	b.Helper()
 	dir := b.TempDir()
 	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf("[quotas]\nmax_concurrent = %d\nmax_retained = %d\nmax_entries = %d\n", n, n, n+8)), 0o600)
-	d := startServe(b, bin, dir, "--on-shutdown", mode)
+	d := startServeEnv(b, bin, dir, env, "--on-shutdown", mode)
 	c := api.NewUnix(filepath.Join(dir, "d.sock"))
 	awaitServing(b, c, d)
 	var wg sync.WaitGroup

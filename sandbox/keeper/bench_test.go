@@ -11,6 +11,7 @@ import (
 
 	"github.com/capsule-host/capsule-host/internal/procfs"
 	"github.com/capsule-host/capsule-host/internal/testutil"
+	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/keeper"
 )
 
@@ -50,29 +51,36 @@ func BenchmarkKeeperMemory(b *testing.B) {
 	}
 }
 
-func benchKeeper(b *testing.B, n int) {
+// benchKeeperStart starts a keeper on a fresh directory with cfg and
+// dials it; end stops it with everything it runs and removes the dir.
+func benchKeeperStart(b *testing.B, cfg keeper.Config) (ctx context.Context, c *keeper.Client, p *keeper.Process, end func()) {
 	dir, err := os.MkdirTemp("", "keeper-test-bench-")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
-	p, err := keeper.Start(keeper.Config{Dir: dir})
-	if err != nil {
+	cfg.Dir = dir
+	if p, err = keeper.Start(cfg); err != nil {
+		os.RemoveAll(dir)
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	c, err := keeper.Dial(ctx, dir)
-	if err != nil {
+	if c, err = keeper.Dial(ctx, dir); err != nil {
 		b.Fatal(err)
 	}
-	defer func() {
+	return ctx, c, p, func() {
 		if err := c.Shutdown(ctx, true); err != nil {
 			b.Error(err)
 		}
 		c.Close()
 		<-p.Done()
-	}()
+		cancel()
+		os.RemoveAll(dir)
+	}
+}
+
+func benchKeeper(b *testing.B, n int) {
+	ctx, c, p, end := benchKeeperStart(b, keeper.Config{})
+	defer end()
 	sp := spec("keeper-test-bench", "/usr/bin/sleep", "1000")
 	sp.Output.SpillBytes = 0
 	var base procfs.Footprint
@@ -93,4 +101,62 @@ func benchTmux(b *testing.B, n int) {
 	base, all := testutil.TmuxFootprint(b, n)
 	testutil.ReportFootprint(b, base, all, n)
 	b.Logf("tmux N=%d: %d sessions %+v, %d sessions %+v", n, testutil.Warm(n), base, n, all)
+}
+
+// BenchmarkKeeperStop is the keeper's share of a daemon's stop of N
+// processes (KEEPER_STOP_N, default 500 `sleep`s on the local backend),
+// without the daemon: N Terminate requests in flight on one connection,
+// as the registry sends them, until the last answers (each answers once
+// its exit is recorded and durable). group is the group commit, each the
+// old fsync pair per record (Config.SyncEach), side by side in one run.
+//
+//	go test -run '^$' -bench KeeperStop -benchtime 1x ./sandbox/keeper
+func BenchmarkKeeperStop(b *testing.B) {
+	n := 500
+	if v, err := strconv.Atoi(os.Getenv("KEEPER_STOP_N")); err == nil && v > 0 {
+		n = v
+	}
+	for _, each := range []bool{false, true} {
+		name := "group"
+		if each {
+			name = "each"
+		}
+		b.Run(fmt.Sprintf("%s-%d", name, n), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				benchKeeperStop(b, n, each)
+			}
+		})
+	}
+}
+
+func benchKeeperStop(b *testing.B, n int, each bool) {
+	ctx, c, _, end := benchKeeperStart(b, keeper.Config{SyncEach: each})
+	defer end()
+	sp := spec("keeper-test-bench", "/usr/bin/sleep", "1000")
+	sp.Grace = 30 * time.Second // as the daemon's (a loaded machine settles 500 slowly)
+	refs := make([]sandbox.Ref, n)
+	for i := range refs {
+		st, err := c.Start(ctx, sp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		refs[i] = st.Ref
+	}
+	b.StartTimer()
+	start := time.Now()
+	errs := make(chan error, n)
+	for _, ref := range refs {
+		go func() {
+			_, err := c.Terminate(ctx, ref, sandbox.Graceful)
+			errs <- err
+		}()
+	}
+	for range refs {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(time.Since(start).Milliseconds()), "stop-ms")
+	b.StopTimer()
 }

@@ -2,6 +2,7 @@ package keeper_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -209,5 +210,62 @@ func checkLost(t *testing.T, c *keeper.Client, dir string, vs []*victim, done sa
 	}
 	if ents, err := os.ReadDir(filepath.Join(dir, "procs")); err != nil || len(ents) != 0 {
 		t.Fatalf("process directories after cleanup: %v, %v", ents, err)
+	}
+}
+
+// TestExitReportedOnlyOnceDurable is the durability rule of the group
+// commit (RFC §16): a keeper that dies after renaming an exit record and
+// before the flush that makes it durable (the before-exit-flush crash
+// point) has told nobody of that exit, so a wait in flight fails instead
+// of answering; the next keeper serves the record the rename left (a
+// process crash keeps the page cache), with the real exit code.
+func TestExitReportedOnlyOnceDurable(t *testing.T) {
+	dir := newDir(t)
+	marker := filepath.Base(dir)
+	t.Setenv("CAPSULE_KEEPER_TEST_CRASH", "before-exit-flush")
+	p, err := keeper.Start(keeper.Config{Dir: dir})
+	os.Unsetenv("CAPSULE_KEEPER_TEST_CRASH") // the next keeper (and the sweep) flush normally
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, dir)
+	ctx := ctxT(t, 60*time.Second)
+	sp := spec(marker, "/bin/sh", "-c", "read x; exit 5", marker)
+	sp.Stdin = sandbox.StdinSpec{Mode: sandbox.StdinOpen}
+	st, err := c.Start(ctx, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		x, err := c.Wait(ctx, st.Ref)
+		if err == nil {
+			waited <- fmt.Errorf("exit %+v reported before its record was durable", x)
+			return
+		}
+		waited <- nil
+	}()
+	if _, err := c.WriteStdin(ctx, st.Ref, []byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		t.Fatal("the keeper did not reach its crash point")
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "procs", st.Ref.ID, "exit.json")); err != nil {
+		t.Fatalf("the renamed record: %v", err)
+	}
+	startKeeper(t, dir)
+	c2 := dial(t, dir)
+	x, err := c2.Wait(ctx, st.Ref)
+	if err != nil || x.Code != 5 || x.Reason != keeper.ReasonExited {
+		t.Fatalf("after the crash: %+v, %v; want code 5, %s", x, err, keeper.ReasonExited)
+	}
+	if err := c2.Cleanup(ctx, st.Ref); err != nil {
+		t.Fatal(err)
 	}
 }

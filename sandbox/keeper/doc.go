@@ -23,9 +23,10 @@
 //	<dir>/keeper.lock  flock(2) held for the keeper's life; holds its PID
 //	<dir>/keeper.sock  0600 unix socket (stale after a SIGKILL: ErrKeeperGone)
 //	<dir>/keeper.log   the keeper's stderr
-//	<dir>/procs/<id>/  one per process: proc.json (PID and start time,
-//	                   written at start), exit.json (written atomically with
-//	                   fsync when it settles, kept until cleanup), and the
+//	<dir>/procs/<id>/  one per process: proc.json (PID and start time, the
+//	                   embedded backend's ID of it, written at start), exit.json (written atomically when
+//	                   it settles, made durable by a syncfs shared with the
+//	                   exits settling meanwhile, kept until cleanup), and the
 //	                   spill files of its output (proc-*/std{out,err}.log)
 //
 // # Frames

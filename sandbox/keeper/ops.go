@@ -60,8 +60,8 @@ func (s *server) startEntry(ctx context.Context, spec sandbox.ProcessSpec) (*ent
 	e.logs = [2]Log{h.Stdout(), h.Stderr()}
 	// The root is unreaped until it settles, so its PID cannot have been
 	// reused yet unless it settled and the PID space wrapped in between.
-	rec := procRecord{Version: recordVer, Ref: id, PID: e.pid, StartTick: procfs.StartTime(e.pid), Label: spec.Label, StartedAt: time.Now()}
-	if err := writeRecord(d, procFile, rec, false); err != nil {
+	rec := procRecord{Version: recordVer, Ref: id, PID: e.pid, StartTick: procfs.StartTime(e.pid), Label: spec.Label, StartedAt: time.Now(), BackendRef: h.Ref().ID}
+	if err := writeRecord(d, procFile, rec); err != nil {
 		// Without its record a keeper crash would leave it unfindable.
 		kctx, cancel := context.WithTimeout(context.Background(), stopSlack)
 		defer cancel()
@@ -363,8 +363,8 @@ func (s *server) opCleanup(ctx context.Context, raw json.RawMessage) (any, error
 	if !e.exited() {
 		return nil, fmt.Errorf("cleanup %s: %w", a.Ref, sandbox.ErrRunning)
 	}
-	if e.h != nil {
-		if err := s.backend.Cleanup(ctx, e.h.Ref()); err != nil {
+	if ref, ok := e.backendRef(s.backend.Name()); ok {
+		if err := s.backend.Cleanup(ctx, ref); err != nil {
 			return nil, err
 		}
 	}

@@ -210,10 +210,16 @@ func TestReattachAfterClientKill(t *testing.T) {
 	if c.KeeperPID() != rep.KeeperPID {
 		t.Fatalf("reconnected to keeper %d, want %d", c.KeeperPID(), rep.KeeperPID)
 	}
-	checkListed(t, c, rep)
 	ref := func(id string) sandbox.Ref {
 		return sandbox.Ref{Backend: c.Backend(), ID: id, Lifetime: sandbox.LifetimeBackend}
 	}
+	// The record is renamed into place before the flush that makes it
+	// durable, and the exit is reported only after that flush (RFC §16).
+	pollUntil(t, 30*time.Second, "the recorded exit reported", func() bool {
+		st, err := c.Inspect(ctx, ref(rep.Exit7))
+		return err == nil && st.Phase == sandbox.PhaseExited
+	})
+	checkListed(t, c, rep)
 	for i, id := range rep.Counters {
 		l := c.Log(ref(id), keeper.Stdout)
 		all := readAll(t, l, 0)

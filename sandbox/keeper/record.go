@@ -32,6 +32,11 @@ type procRecord struct {
 	StartTick uint64    `json:"start_tick"`
 	Label     string    `json:"label,omitempty"`
 	StartedAt time.Time `json:"started_at"`
+	// BackendRef is the embedded backend's ID of the process (an OCI
+	// container's): a later keeper cleans up what the backend left (the
+	// container's and the runtime's state directories, its bundle and
+	// cgroups) with it. Empty in the records of older keepers.
+	BackendRef string `json:"backend_ref,omitempty"`
 }
 
 // exitRecord is written when the process has settled (or, for a dead
@@ -45,19 +50,20 @@ type exitRecord struct {
 	// Spill paths let a later keeper serve the output (sandbox.OpenOutputLog).
 	StdoutSpill string `json:"stdout_spill,omitempty"`
 	StderrSpill string `json:"stderr_spill,omitempty"`
+	BackendRef  string `json:"backend_ref,omitempty"` // as in procRecord
 }
 
 // writeRecord writes v as name in dir atomically: a temp file renamed
 // over the name, so a reader sees the old or the new record, never half.
-// With durable (the runc way) the file and then the directory are
-// fsynced, so the record also survives a machine crash; the proc record
-// skips that, because after a machine crash there is nothing left to find.
-func writeRecord(dir, name string, v any, durable bool) error {
+// It does not sync: an exit record is made durable by the group commit
+// (writeExit, commit.go); the proc record never is, because after a
+// machine crash there is nothing left to find.
+func writeRecord(dir, name string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("record %s: %w", name, err)
 	}
-	if err := atomicfile.Write(filepath.Join(dir, name), append(b, '\n'), 0o600, atomicfile.Options{NoSync: !durable}); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, name), append(b, '\n'), 0o600, atomicfile.Options{NoSync: true}); err != nil {
 		return fmt.Errorf("record %s in %s: %w", name, dir, err)
 	}
 	return nil

@@ -46,6 +46,13 @@ type Config struct {
 	// tests of the no-cgroup path, where only the session identifies a
 	// dead keeper's orphans.
 	NoCgroups bool
+	// SyncEach makes each exit record durable alone (fsync of the file,
+	// then of its directory), as before the group commit: the baseline
+	// BenchmarkShutdown measures the group commit against, never for
+	// production. Start passes it on; CAPSULE_KEEPER_SYNC_EACH=1 in the
+	// starter's environment sets it (the benchmark's daemon starts the
+	// keeper, so only the environment reaches it).
+	SyncEach bool
 	// Ready is called once the socket listens (Serve only).
 	Ready func()
 	// Logf logs the keeper's decisions (default: package log, to stderr,
@@ -54,6 +61,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	c.SyncEach = c.SyncEach || os.Getenv("CAPSULE_KEEPER_SYNC_EACH") == "1"
 	if c.Name == "" {
 		c.Name = "keeper"
 	}
@@ -115,7 +123,8 @@ type server struct {
 	conns  map[*conn]struct{}
 	connWG sync.WaitGroup
 
-	feed feed // what changed, for watch_all
+	feed   feed         // what changed, for watch_all
+	commit *groupCommit // makes exit records durable in batches
 
 	heavy    chan struct{}
 	quit     chan struct{}
@@ -146,6 +155,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	s := &server{cfg: cfg, procs: filepath.Join(cfg.Dir, procsName), logf: cfg.Logf,
 		table: map[string]*entry{}, conns: map[*conn]struct{}{},
 		heavy: make(chan struct{}, maxHeavy), quit: make(chan struct{})}
+	if s.commit, err = newGroupCommit(s.procs); err != nil {
+		return err
+	}
 	if err := s.recoverAll(); err != nil {
 		return err
 	}

@@ -66,6 +66,9 @@ func Start(cfg Config) (*Process, error) {
 	defer r.Close()
 	args := []string{"-dir", cfg.Dir, "-name", cfg.Name, "-frame-timeout", cfg.FrameTimeout.String(),
 		"-write-timeout", cfg.WriteTimeout.String(), "-no-cgroups=" + strconv.FormatBool(cfg.NoCgroups), "-ready-fd", "3"}
+	if cfg.SyncEach {
+		args = append(args, "-sync-each")
+	}
 	if cfg.Bwrap != nil {
 		b, err := json.Marshal(cfg.Bwrap)
 		if err != nil {
@@ -145,6 +148,7 @@ func roleMain(args []string) int {
 	fs.DurationVar(&cfg.FrameTimeout, "frame-timeout", 0, "hello and frame completion timeout")
 	fs.DurationVar(&cfg.WriteTimeout, "write-timeout", 0, "response write timeout")
 	fs.BoolVar(&cfg.NoCgroups, "no-cgroups", false, "no cgroups in the embedded local backend")
+	fs.BoolVar(&cfg.SyncEach, "sync-each", false, "each exit record fsynced alone (a benchmark's baseline)")
 	readyFD := fs.Int("ready-fd", -1, "descriptor to report readiness on")
 	bw := fs.String("bwrap", "", "bubblewrap options (JSON): embed bwrap instead of local")
 	oc := fs.String("oci", "", "OCI backend options (JSON): embed OCI instead of local")

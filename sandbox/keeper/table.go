@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
@@ -50,6 +51,22 @@ type entry struct {
 	mu    sync.Mutex
 	logs  [2]Log    // live: the handle's logs; recovered: opened on first use
 	spill [2]string // recovered: the recorded spill paths
+	bref  string    // recovered: the embedded backend's ID of it ("" if unknown)
+}
+
+// backendRef is the embedded backend's ref of the process, for its
+// cleanup: the live handle's, or, for a process of a dead keeper, the
+// recorded one (what an OCI container leaves on disk outlives its keeper;
+// the local backend has nothing of an unknown ref to clean). false for a
+// record of an older keeper, which did not record it.
+func (e *entry) backendRef(backend string) (sandbox.Ref, bool) {
+	if e.h != nil {
+		return e.h.Ref(), true
+	}
+	if e.bref == "" {
+		return sandbox.Ref{}, false
+	}
+	return sandbox.Ref{Backend: backend, ID: e.bref, Lifetime: sandbox.LifetimeBackend}, true
 }
 
 func newID() string {
@@ -136,12 +153,33 @@ func (s *server) recordExit(e *entry) {
 		s.logf("process %s: wait after done: %v", e.id, err)
 	}
 	e.exit = Exit{Exit: x, Reason: ReasonExited}
-	rec := exitRecord{Version: recordVer, Ref: e.id, PID: e.pid, Label: e.label, Exit: exitToWire(e.exit)}
+	rec := exitRecord{Version: recordVer, Ref: e.id, PID: e.pid, Label: e.label, Exit: exitToWire(e.exit), BackendRef: e.h.Ref().ID}
 	rec.StdoutSpill, rec.StderrSpill = spillOf(e.h.Stdout()), spillOf(e.h.Stderr())
-	if err := writeRecord(e.dir, exitFile, rec, true); err != nil {
+	if err := s.writeExit(e.dir, rec); err != nil {
 		s.logf("process %s: %v", e.id, err)
 	}
 	close(e.done)
+}
+
+// writeExit writes an exit record and returns once it is durable: renamed
+// unsynced, then made durable by a group commit shared with the exits
+// settling meanwhile (commit.go); should that flush fail, by a sync of
+// its own.
+func (s *server) writeExit(dir string, rec exitRecord) error {
+	if err := writeRecord(dir, exitFile, rec); err != nil {
+		return err
+	}
+	if s.cfg.SyncEach { // the benchmark's baseline: two fsyncs of its own
+		return atomicfile.SyncFile(filepath.Join(dir, exitFile))
+	}
+	err := s.commit.sync()
+	if err == nil {
+		return nil
+	}
+	if serr := atomicfile.SyncFile(filepath.Join(dir, exitFile)); serr != nil {
+		return fmt.Errorf("exit record in %s not durable: %w", dir, errors.Join(err, serr))
+	}
+	return nil
 }
 
 // recoverEntry rebuilds one process of an earlier keeper from its
@@ -149,20 +187,24 @@ func (s *server) recordExit(e *entry) {
 // keeper that owned it died: what still runs of it is killed (its pipes
 // died with that keeper, so nobody could read it or write to it any
 // more), and a keeper-lost record is written.
-func (s *server) recoverEntry(id string) *entry {
+// The keeper-lost record is written unsynced: recoverAll makes all of
+// them durable with one flush before anything is served.
+func (s *server) recoverEntry(id string) (e *entry, lost bool) {
 	d := filepath.Join(s.procs, id)
 	var rec exitRecord
 	err := readRecord(filepath.Join(d, exitFile), &rec)
 	if err != nil {
-		rec = s.lostRecord(id, d)
-		if err := writeRecord(d, exitFile, rec, true); err != nil {
+		rec, lost = s.lostRecord(id, d), true
+		if err := writeRecord(d, exitFile, rec); err != nil {
 			s.logf("process %s: %v (served from memory)", id, err)
+			lost = false
 		}
 	}
-	e := &entry{id: id, dir: d, pid: rec.PID, label: rec.Label, done: make(chan struct{}), exit: rec.Exit.exit()}
+	e = &entry{id: id, dir: d, pid: rec.PID, label: rec.Label, done: make(chan struct{}), exit: rec.Exit.exit()}
 	e.spill = [2]string{rec.StdoutSpill, rec.StderrSpill}
+	e.bref = rec.BackendRef
 	close(e.done)
-	return e
+	return e, lost
 }
 
 func (s *server) lostRecord(id, d string) exitRecord {
@@ -173,7 +215,7 @@ func (s *server) lostRecord(id, d string) exitRecord {
 		x.Code, x.Signal = 0, int(syscall.SIGKILL)
 	}
 	s.logf("process %s (pid %d): keeper lost, signal %d", id, pr.PID, x.Signal)
-	return exitRecord{Version: recordVer, Ref: id, PID: pr.PID, Label: pr.Label, Exit: x}
+	return exitRecord{Version: recordVer, Ref: id, PID: pr.PID, Label: pr.Label, Exit: x, BackendRef: pr.BackendRef}
 }
 
 // recoverAll loads every process directory an earlier keeper left.
@@ -182,12 +224,24 @@ func (s *server) recoverAll() error {
 	if err != nil {
 		return fmt.Errorf("keeper recover: %w", err)
 	}
+	var lost []*entry
 	for _, de := range ents {
 		if !de.IsDir() || !validID(de.Name()) {
 			continue
 		}
-		e := s.recoverEntry(de.Name())
+		e, l := s.recoverEntry(de.Name())
 		s.table[e.id] = e
+		if l {
+			lost = append(lost, e)
+		}
+	}
+	if len(lost) == 0 || s.commit.sync() == nil {
+		return nil
+	}
+	for _, e := range lost { // the shared flush failed: each on its own
+		if err := atomicfile.SyncFile(filepath.Join(e.dir, exitFile)); err != nil {
+			s.logf("process %s: keeper-lost record not durable: %v (served from memory)", e.id, err)
+		}
 	}
 	return nil
 }

@@ -126,14 +126,16 @@ test: hygiene funclen deps go-deps npm-deps build purego verify-capsules vet uni
 FUZZTIME ?= 10s
 
 fuzz:
-	@set -eo pipefail; n=0; \
+	@set -eo pipefail; n=0; total=0; mkdir -p .build; \
 	for hit in $$(grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]*\(' . | grep -v '^./abi-tests/' | sort); do \
 	  dir=$$(dirname $$hit); \
 	  for f in $$(grep -oE '^func Fuzz[A-Za-z0-9_]*' $$hit | cut -d' ' -f2); do \
 	    echo ">> fuzz $$dir $$f ($(FUZZTIME))"; \
-	    (cd $$dir && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .); n=$$((n+1)); \
+	    (cd $$dir && $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) .) 2>&1 | tee .build/fuzz.last; n=$$((n+1)); \
+	    e=$$(grep -oE 'execs: [0-9]+' .build/fuzz.last | tail -1 | cut -d' ' -f2); total=$$((total+$${e:-0})); \
+	    echo ">> $$f: $${e:-0} executions"; \
 	  done; \
-	done; echo ">> $$n fuzz targets passed"
+	done; echo ">> $$n fuzz targets passed, $$total executions in all"
 
 # bench runs the benchmarks and writes docs/bench.md from their output
 # (internal/benchdoc: header with date, go version, CPU, load average

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -185,7 +186,9 @@ func (a *attackDaemon) mustFail(t *testing.T, command, secret string) {
 
 func TestAttackDefaultConfig(t *testing.T) {
 	a := startAttackDaemon(t)
-	const secret = "bob-s3cret-7f1c"
+	// A fresh secret per run: the grep below searches all of /var/tmp,
+	// where another run's log (or an operator's) may quote an older one.
+	secret := fmt.Sprintf("bob-s3cret-%x", rand.Uint64())
 	if r := a.sh(t, "bob", "echo "+secret+" > secret.txt && pwd", 0); !r.ok() {
 		t.Fatalf("bob's own workspace: %v", r)
 	}

@@ -45,13 +45,13 @@ trap cleanup EXIT
 # Ready means capsules compiled: a daemon that answers health while it
 # loads (status "loading") refuses calls until then. Builds from before
 # the loading server answer "ok" once they answer at all.
-ready() { curl -sf --max-time 2 --unix-socket "$sock" http://x/v1/health | jq -e '.status == "ok"' >/dev/null 2>&1; }
-for _ in $(seq 1 1200); do
+ready() { curl -s --max-time 2 --unix-socket "$sock" http://x/v1/health 2>/dev/null | grep -q '"status":"ok"'; }
+for _ in $(seq 1 3000); do # 5 min: a cold compile on a loaded machine
 	ready && break
 	sleep 0.1
 done
 ready || {
-	echo "daemon did not start:" >&2
+	echo "daemon not ready after 5 min; health: $(curl -s --max-time 2 --unix-socket "$sock" http://x/v1/health)" >&2
 	cat "$priv/daemon.log" >&2
 	exit 1
 }
@@ -72,7 +72,7 @@ sh_() {
 	post "$body" >/dev/null
 	jq -c '.output // .' "$priv/out"
 }
-code() { jq -r '(.exit.exit_code // .exit_code) as $c | if $c == null then "none: \(.)" else $c end' <<<"$1"; }
+code() { jq -r '(.exit.exit_code // .exit_code) as $c | (.exit.signal // .signal) as $s | if $c != null then $c elif $s != null then "signal \($s)" else "none: \(.)" end' <<<"$1"; }
 out() { jq -r '(.stdout // "") + (.stderr // "")' <<<"$1"; }
 
 secret=bob-s3cret-$(head -c6 /dev/urandom | od -An -tx1 | tr -d " \n")
@@ -97,7 +97,7 @@ done < <(find "$state" \( -path "$state/workspaces" -o -path "$state/cache" \) -
 if [ "$readable" -gt 0 ]; then row "read the state directory (spill files, journal)" HARM "$readable of $total files read"; else row "read the state directory (spill files, journal)" "no harm" "0 of $total files read"; fi
 
 r=$(sh_ alice "curl -s --max-time 5 --unix-socket $sock http://x/v1/processes")
-if [ -n "$bobid" ] && grep -q "$bobid" <<<"$(out "$r")"; then row "daemon API through its socket" HARM "listed bob's 256-bit process ID"; elif grep -q '"processes"\|"id"' <<<"$(out "$r")"; then row "daemon API through its socket" HARM "listed processes"; else row "daemon API through its socket" "no harm" "socket not reachable: $(out "$r" | head -c 60)"; fi
+if [ -n "$bobid" ] && grep -q "$bobid" <<<"$(out "$r")"; then row "daemon API through its socket" HARM "listed bob's 256-bit process ID"; elif grep -q '"processes"\|"id"' <<<"$(out "$r")"; then row "daemon API through its socket" HARM "listed processes"; else row "daemon API through its socket" "no harm" "socket not reachable from the sandbox (curl exit $(code "$r"))"; fi
 
 r=$(sh_ alice "ls -A /root")
 if [ "$(code "$r")" = 0 ]; then row "read /root" HARM "ls -A /root exit 0"; else row "read /root" "no harm" "exit $(code "$r")"; fi
@@ -119,10 +119,10 @@ for _ in $(seq 1 300); do
 	sleep 0.1
 done
 pkill -KILL -f '^sleep 61$' 2>/dev/null
-if [ "$n" -gt 512 ]; then row "fork bomb (2,000 background sleeps)" HARM "$n processes on the host"; else row "fork bomb (2,000 background sleeps)" "no harm" "$n processes on the host"; fi
+if [ "$n" -gt 512 ]; then row "fork bomb (2,000 background sleeps)" HARM "$n processes on the host"; else row "fork bomb (2,000 background sleeps)" "no harm" "peak $n on the host (the default pids ceiling is 512 per process tree)"; fi
 
 r=$(sh_ alice "dd if=/dev/zero of=/dev/null bs=1536M count=1")
-if grep -q '^1+0 records in' <<<"$(out "$r")"; then row "memory hog (one 1.5 GiB buffer)" HARM "the whole buffer was filled"; else row "memory hog (one 1.5 GiB buffer)" "no harm" "$(out "$r" | head -1 | head -c 60) (exit $(code "$r"))"; fi
+if grep -q '^1+0 records in' <<<"$(out "$r")"; then row "memory hog (one 1.5 GiB buffer)" HARM "the whole buffer was filled"; else row "memory hog (one 1.5 GiB buffer)" "no harm" "$(out "$r" | head -1 | head -c 60) ($(code "$r"))"; fi
 
 # Pool starvation: eve holds eight 22 s calls, then alice lists.
 pids=()

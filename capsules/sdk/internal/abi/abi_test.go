@@ -3,6 +3,7 @@ package abi
 import (
 	"bytes"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -104,6 +105,51 @@ func TestReallocScopes(t *testing.T) {
 	s.Free()
 	if len(s.blocks) != 0 {
 		t.Error("Free left blocks")
+	}
+}
+
+// TestScopeIndex checks Load, find and realloc on both sides of
+// indexFrom, where lookups switch from a scan to the address index, and
+// across a Free that keeps the index for the next call.
+func TestScopeIndex(t *testing.T) {
+	for _, n := range []int{indexFrom - 1, indexFrom, 3 * indexFrom} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			s := &Scope{}
+			s.Enter()
+			defer s.Leave()
+			for round := range 2 { // the second round reuses the kept index
+				ptrs := make([]uint32, n)
+				for i := range ptrs {
+					ptrs[i] = Realloc(0, 0, 1, uint32(8+i%5))
+					m, _ := s.Load(ptrs[i], 1)
+					m[0] = byte(i)
+				}
+				// Move every third block: the old address must stop
+				// resolving, the new one must hold the copied byte.
+				for i := 0; i < n; i += 3 {
+					old := ptrs[i]
+					ptrs[i] = Realloc(old, 1, 1, 64)
+					if _, ok := s.Load(old, 1); ok {
+						t.Fatalf("round %d: block %d still loads at its old address", round, i)
+					}
+				}
+				for i, p := range ptrs {
+					if m, ok := s.Load(p, 1); !ok || m[0] != byte(i) {
+						t.Fatalf("round %d: block %d: Load = %v, %v", round, i, m, ok)
+					}
+					if m, ok := s.Load(p+1, 2); !ok || len(m) != 2 {
+						t.Fatalf("round %d: block %d: interior Load = %v, %v", round, i, m, ok)
+					}
+					if _, ok := s.Load(p, 65); ok {
+						t.Fatalf("round %d: block %d: a Load past its end succeeded", round, i)
+					}
+				}
+				s.Free()
+				if _, ok := s.Load(ptrs[0], 1); ok {
+					t.Fatalf("round %d: Load after Free succeeded", round)
+				}
+			}
+		})
 	}
 }
 

@@ -27,10 +27,17 @@ type block struct {
 
 // Scope owns the guest memory of one call. The first blocks live inline:
 // a typical import needs 2-4 (arguments, return area, host results).
+// Past indexFrom blocks an index by start address keeps Load and find
+// O(1): a list of 500 process-infos is some 1,500 strings, and a linear
+// search per lifted string made the lift quadratic (BenchmarkShellList).
 type Scope struct {
 	blocks []block
 	inline [4]block
+	index  map[uint32]int // block start → index in blocks; nil below indexFrom
 }
+
+// indexFrom is the block count from which a Scope keeps its index.
+const indexFrom = 16
 
 // cur receives cabi_realloc allocations during an import call; outside
 // one they go to Incoming (the host writing an export's arguments).
@@ -70,6 +77,17 @@ func (s *Scope) Alloc(n, align uint32) (uint32, []byte) {
 		s.blocks = s.inline[:0]
 	}
 	s.blocks = append(s.blocks, block{addr: addr, mem: mem, buf: buf})
+	switch {
+	case s.index != nil:
+		s.index[addr] = len(s.blocks) - 1
+	case len(s.blocks) >= indexFrom:
+		s.index = make(map[uint32]int, 2*len(s.blocks))
+		for i, b := range s.blocks {
+			if b.mem != nil {
+				s.index[b.addr] = i
+			}
+		}
+	}
 	return addr, mem
 }
 
@@ -80,6 +98,10 @@ func (s *Scope) Load(ptr, n uint32) ([]byte, bool) {
 	if n == 0 {
 		return nil, true
 	}
+	if i, ok := s.index[ptr]; ok && n <= uint32(len(s.blocks[i].mem)) {
+		return s.blocks[i].mem[:n:n], true
+	}
+	// A range inside a block (an element of a list, say), or no index.
 	for i := len(s.blocks) - 1; i >= 0; i-- {
 		b := &s.blocks[i]
 		if ptr >= b.addr && uint64(ptr)+uint64(n) <= uint64(b.addr)+uint64(len(b.mem)) {
@@ -92,6 +114,12 @@ func (s *Scope) Load(ptr, n uint32) ([]byte, bool) {
 
 // find returns the index of the block starting at ptr, or -1.
 func (s *Scope) find(ptr uint32) int {
+	if s.index != nil {
+		if i, ok := s.index[ptr]; ok {
+			return i
+		}
+		return -1
+	}
 	for i := len(s.blocks) - 1; i >= 0; i-- {
 		if s.blocks[i].addr == ptr {
 			return i
@@ -104,6 +132,7 @@ func (s *Scope) find(ptr uint32) int {
 func (s *Scope) Free() {
 	clear(s.blocks)
 	s.blocks = s.blocks[:0]
+	clear(s.index) // kept, with its buckets, for the next large call
 }
 
 // Enter makes s receive the host's cabi_realloc calls until Leave: call it
@@ -143,8 +172,10 @@ func Realloc(oldPtr, oldSize, align, newSize uint32) uint32 {
 	}
 	p, mem := s.Alloc(newSize, align)
 	copy(mem, old.mem[:oldSize])
-	// Drop the old block (Alloc may have appended, so index i is intact).
-	s.blocks = append(s.blocks[:i], s.blocks[i+1:]...)
+	// Drop the old block in place (Alloc may have appended, so index i is
+	// intact): an empty block matches no Load, and the index stays true.
+	s.blocks[i] = block{}
+	delete(s.index, oldPtr)
 	return p
 }
 

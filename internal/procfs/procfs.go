@@ -68,7 +68,9 @@ func ParseStat(b []byte) (Stat, error) {
 	}
 	f := bytes.Fields(b[end+1:])
 	// f[0]=state(3) f[1]=ppid(4) f[2]=pgrp(5) f[3]=session(6) ... f[19]=starttime(22)
-	if len(f) < 20 || len(f[0]) != 1 {
+	// The state is one letter (R, S, D, Z, T, t, X, I, ...); a NUL or a
+	// digit there means the line is not a stat line (FuzzParseStat).
+	if len(f) < 20 || len(f[0]) != 1 || !isLetter(f[0][0]) {
 		return Stat{}, ErrMalformed
 	}
 	s := Stat{PID: pid, Comm: string(b[open+1 : end]), State: f[0][0]}
@@ -82,6 +84,8 @@ func ParseStat(b []byte) (Stat, error) {
 	}
 	return s, nil
 }
+
+func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
 
 // PIDs lists the numeric entries of /proc.
 func PIDs() ([]int, error) {

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -130,6 +131,21 @@ func newEnv(t testing.TB, mut func(*Options)) *env {
 		t.Fatal(err)
 	}
 	return &env{b: b, opts: opts, workspace: ws, spill: spill}
+}
+
+// cleanupAfter ends h and removes its container when the test is over,
+// with a context of its own: the test's is cancelled by then (a deferred
+// cancel runs before t.Cleanup), and a cancelled Cleanup left the
+// container's cgroup behind.
+func (e *env) cleanupAfter(t testing.TB, h sandbox.Handle) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		h.Terminate(ctx, sandbox.Force)
+		if err := e.b.Cleanup(ctx, h.Ref()); err != nil {
+			t.Errorf("cleanup of %s: %v", h.Ref(), err)
+		}
+	})
 }
 
 func (e *env) spec(argv ...string) sandbox.ProcessSpec {

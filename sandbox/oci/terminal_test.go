@@ -130,10 +130,7 @@ func terminalContainer(t *testing.T, e *env, ttyName string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		h.Terminate(ctx, sandbox.Force)
-		e.b.Cleanup(ctx, h.Ref())
-	})
+	e.cleanupAfter(t, h)
 	s := screenOf(t, h.Stdout(), 24, 80)
 	sendKeys(t, h, s, text("PS1='P''S1> '"), named("Enter"))
 	awaitScreen(t, s, `(?m)^PS1>$`, 20*time.Second)
@@ -186,10 +183,7 @@ func TestTerminalContainerRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		h.Terminate(ctx, sandbox.Force)
-		e.b.Cleanup(ctx, h.Ref())
-	})
+	e.cleanupAfter(t, h)
 	for _, sz := range [][2]uint16{{0, 80}, {1001, 80}, {24, 0}, {24, 1001}} {
 		if err := h.(sandbox.Resizer).Resize(sz[0], sz[1]); !errors.Is(err, sandbox.ErrInvalidSpec) {
 			t.Errorf("Resize(%d, %d): %v, want ErrInvalidSpec", sz[0], sz[1], err)
@@ -199,10 +193,7 @@ func TestTerminalContainerRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		p.Terminate(ctx, sandbox.Force)
-		e.b.Cleanup(ctx, p.Ref())
-	})
+	e.cleanupAfter(t, p)
 	if err := p.(sandbox.Resizer).Resize(24, 80); !errors.Is(err, sandbox.ErrNoTerminal) {
 		t.Errorf("Resize of a pipe container: %v, want ErrNoTerminal", err)
 	}

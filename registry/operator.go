@@ -3,6 +3,8 @@ package registry
 import (
 	"context"
 	"time"
+
+	"github.com/capsule-host/capsule-host/sandbox"
 )
 
 // The operator views act across principals (host admin APIs, `ps`). They
@@ -68,4 +70,32 @@ func (r *Registry) OperatorStop(ctx context.Context, id string, grace *time.Dura
 	}
 	r.log.Info("operator stop", p.attrs()...)
 	return r.stop(ctx, p, grace)
+}
+
+// Changes are what a follower of one process waits on: each channel
+// closes at the next write to its stream (nil once the stream is closed,
+// so that a follower never spins on it) and Exited at the exit.
+type Changes struct {
+	Stdout, Stderr, Exited <-chan struct{}
+}
+
+// OperatorChanges arms the process's Changes. A follower arms, then
+// reads, then waits, so no write between its read and its wait is
+// missed. Unlike PollEvents it takes no event from the owner's log: a
+// follower consuming log-ready events re-armed them, one new event per
+// read, which pushed the owner's unread events (exits of its other
+// processes) out of the log's retention.
+func (r *Registry) OperatorChanges(id string) (Changes, error) {
+	p, err := r.operatorResolve(id)
+	if err != nil {
+		return Changes{}, err
+	}
+	arm := func(l sandbox.Log) <-chan struct{} {
+		ch := l.Changed()
+		if l.Closed() {
+			return nil
+		}
+		return ch
+	}
+	return Changes{Stdout: arm(p.h.Stdout()), Stderr: arm(p.h.Stderr()), Exited: p.h.Done()}, nil
 }

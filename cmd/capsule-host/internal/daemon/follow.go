@@ -9,47 +9,65 @@ import (
 
 // logWake is how a follow stream (the API's logs?follow=1 and the MCP
 // endpoint's subscriptions) waits for a process's next output: on the
-// registry's event log of the process's owner, whose log-ready and exited
-// events come when output is written or the process ends. A follower is
-// then told within a scheduling delay, not at the next poll tick (the API's
-// 100 ms tick made `capsule-host mcp`'s resources/updated p50 68 ms).
+// process's own output logs and exit (registry.OperatorChanges), armed
+// before each read, so a follower is told within a scheduling delay, not
+// at the next poll tick (the API's 100 ms tick made `capsule-host mcp`'s
+// resources/updated p50 68 ms).
 //
-// Any event of that owner wakes it (a spurious wake-up costs one read), and
-// the wait is bounded by followKeepalive, so an event coalesced away costs
-// at most that. Should the registry refuse to wait for this owner, it falls
-// back to the followPoll tick.
+// Why not the owner's event log: a follower polling it consumed the
+// log-ready events, each consumption re-armed the next one, and that flood
+// evicted the owner's unread events (TestFollowKeepsOwnerEvents). The
+// wait is bounded by followKeepalive. A process this registry does not
+// hold (on another node of a cluster) falls back to the followPoll tick.
 type logWake struct {
 	reg *registry.Registry
-	ctx context.Context // carries the owner as the caller
-	seq uint64          // the last event seen
-	// poll is set once the event log refused this owner: tick instead.
+	ctx context.Context
+	id  string
+	ch  registry.Changes
+	// poll is set once the process is not held here: tick instead.
 	poll bool
 }
 
-func newLogWake(ctx context.Context, reg *registry.Registry, info registry.Info) *logWake {
-	c := registry.Caller{Capsule: info.Capsule, Principal: info.Principal, Fallback: info.Principal == ""}
-	return &logWake{reg: reg, ctx: registry.WithCaller(ctx, c)}
+func newLogWake(ctx context.Context, reg *registry.Registry, id string) *logWake {
+	return &logWake{reg: reg, ctx: ctx, id: id}
 }
 
-// wait returns after the owner's next event, after followKeepalive, or at
-// once if events came since the last wait. The caller re-reads the log
-// after it returns, whatever the reason; ctx's end is the caller's to see.
-func (w *logWake) wait() {
-	if !w.poll {
-		b, err := w.reg.PollEvents(w.ctx, w.seq, 64, followKeepalive)
-		if err == nil {
-			w.seq = b.Next
-			return
-		}
-		if w.ctx.Err() != nil {
-			return
-		}
-		w.poll = true
+// arm is called before each read of the logs: the wait that follows
+// returns at once if anything was written since.
+func (w *logWake) arm() {
+	if w.poll {
+		return
 	}
-	t := time.NewTimer(followPoll)
+	ch, err := w.reg.OperatorChanges(w.id)
+	if err != nil {
+		w.poll = true
+		return
+	}
+	w.ch = ch
+}
+
+// wait returns after the next write or the exit since the last arm,
+// after followKeepalive, or when ctx ends (the caller's to see). The
+// caller re-reads the log after it returns, whatever the reason.
+func (w *logWake) wait() {
+	d := followKeepalive
+	if w.poll {
+		d = followPoll
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
+	if w.poll {
+		select {
+		case <-w.ctx.Done():
+		case <-t.C:
+		}
+		return
+	}
 	select {
 	case <-w.ctx.Done():
 	case <-t.C:
+	case <-w.ch.Stdout:
+	case <-w.ch.Stderr:
+	case <-w.ch.Exited:
 	}
 }

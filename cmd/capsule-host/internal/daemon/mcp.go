@@ -261,7 +261,7 @@ func (l localDaemon) Logs(_ context.Context, id string, q api.LogQuery) (api.Log
 }
 
 // Follow hands fn each new chunk of a stream until its EOF. Between reads
-// it waits for the process's next event (logWake).
+// it waits for the process's next write or its exit (logWake).
 func (l localDaemon) Follow(ctx context.Context, id string, q api.LogQuery, fn func(api.LogChunk) error) error {
 	info, err := l.s.rt.Registry.OperatorStatus(id)
 	if err != nil {
@@ -276,8 +276,9 @@ func (l localDaemon) Follow(ctx context.Context, id string, q api.LogQuery, fn f
 		case <-ctx.Done():
 		}
 	}()
-	wake := newLogWake(ctx, l.s.rt.Registry, info)
+	wake := newLogWake(ctx, l.s.rt.Registry, info.ID)
 	for {
+		wake.arm() // before the read: a write after it ends the wait
 		ch, err := l.Logs(ctx, id, q)
 		if err != nil {
 			return err

@@ -431,7 +431,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 
 // follow streams JSON lines of log chunks until EOF, the client leaves, or
 // the daemon shuts down. Between reads it waits for the process's next
-// event (logWake).
+// write or its exit (logWake).
 func (s *Server) follow(w http.ResponseWriter, r *http.Request, info registry.Info, read func() (api.LogChunk, error), advance func(string)) {
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -451,8 +451,9 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, info registry.In
 		case <-ctx.Done():
 		}
 	}()
-	wake := newLogWake(ctx, s.rt.Registry, info)
+	wake := newLogWake(ctx, s.rt.Registry, info.ID)
 	for {
+		wake.arm() // before the read: a write after it ends the wait
 		ch, err := read()
 		if err != nil {
 			code, _ := regCode(err)

@@ -91,6 +91,12 @@ func connect(t *testing.T, d mcp.Daemon, o mcp.Options, version ...string) *sess
 	if err != nil {
 		t.Fatal(err)
 	}
+	return attach(t, srv, version...)
+}
+
+// attach connects one more in-process client session to srv.
+func attach(t *testing.T, srv *mcp.Server, version ...string) *session {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	if err := srv.SyncTools(ctx); err != nil {
 		t.Fatal(err)
@@ -496,4 +502,33 @@ func TestSubscriptionBound(t *testing.T) {
 	if len(pl.Processes) != len(uris)/3 {
 		t.Fatalf("list_processes: %d processes", len(pl.Processes))
 	}
+}
+
+// Two sessions of one server subscribed to one URI get one
+// resources/updated each per change: the SDK's ResourceUpdated reaches
+// every subscribed session, so one send per watcher gave each session one
+// per subscribed session.
+func TestTwoSessionsOneUpdate(t *testing.T) {
+	d := startDaemon(t)
+	srv, err := mcp.New(d, mcp.Options{Principal: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := attach(t, srv, legacy), attach(t, srv, legacy)
+	id := spawnReader(t, a)
+	uri := mcp.ProcessURI(id, "stdout")
+	subscribe(t, a, uri)
+	subscribe(t, b, uri)
+	call(t, a, "testcap__write_stdin", map[string]any{"id": id, "data": "x\n"})
+	waitUpdate(t, a, uri)
+	waitUpdate(t, b, uri)
+	// One line, one change: past the 10 ms coalescing gap a second
+	// notification would be a duplicate. Give one the time to come.
+	time.Sleep(500 * time.Millisecond)
+	for name, s := range map[string]*session{"a": a, "b": b} {
+		if n := len(s.updated); n != 0 {
+			t.Errorf("session %s got %d more resources/updated for one change", name, n)
+		}
+	}
+	call(t, a, "stop_process", map[string]any{"id": id, "grace_ms": 0})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -104,6 +105,11 @@ type subscriptions struct {
 	mu sync.Mutex
 	// by session, then URI.
 	w map[*mcp.ServerSession]map[string]*watcher
+	// byURI lists each URI's watchers, oldest first. Server.ResourceUpdated
+	// reaches every session subscribed to the URI, so only the oldest
+	// watcher sends: one per session and watcher sent N to each of N
+	// sessions (TestTwoSessionsOneUpdate).
+	byURI map[string][]*watcher
 	// wg counts running watchers (closeAll waits for them).
 	wg sync.WaitGroup
 }
@@ -130,7 +136,7 @@ func (w *watcher) confirm() { w.once.Do(func() { close(w.live) }) }
 const liveTimeout = 5 * time.Second
 
 func newSubscriptions(s *Server) *subscriptions {
-	return &subscriptions{s: s, w: map[*mcp.ServerSession]map[string]*watcher{}}
+	return &subscriptions{s: s, w: map[*mcp.ServerSession]map[string]*watcher{}, byURI: map[string][]*watcher{}}
 }
 
 // confirmed is told, by the middlewares, that the SDK recorded sess as a
@@ -192,10 +198,11 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &watcher{cancel: cancel, live: make(chan struct{})}
 	m[uri] = w
+	ss.byURI[uri] = append(ss.byURI[uri], w)
 	ss.wg.Add(1)
 	go func() {
 		defer ss.wg.Done()
-		ss.watch(wctx, uri, ref, stream, cursor, w.live)
+		ss.watch(wctx, uri, ref, stream, cursor, w)
 	}()
 	return nil
 }
@@ -204,7 +211,7 @@ func (ss *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequ
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if w, ok := ss.w[req.Session][req.Params.URI]; ok {
-		w.cancel()
+		ss.dropLocked(req.Params.URI, w)
 		delete(ss.w[req.Session], req.Params.URI)
 	}
 	return nil
@@ -215,18 +222,35 @@ func (ss *subscriptions) reapOnClose(sess *mcp.ServerSession) {
 	_ = sess.Wait()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	for _, w := range ss.w[sess] {
-		w.cancel()
+	for uri, w := range ss.w[sess] {
+		ss.dropLocked(uri, w)
 	}
 	delete(ss.w, sess)
+}
+
+// dropLocked ends a watcher and takes it off its URI's list.
+func (ss *subscriptions) dropLocked(uri string, w *watcher) {
+	w.cancel()
+	ss.byURI[uri] = slices.DeleteFunc(ss.byURI[uri], func(x *watcher) bool { return x == w })
+	if len(ss.byURI[uri]) == 0 {
+		delete(ss.byURI, uri)
+	}
+}
+
+// leads reports whether w is the oldest watcher of uri, the one that sends.
+func (ss *subscriptions) leads(uri string, w *watcher) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	l := ss.byURI[uri]
+	return len(l) > 0 && l[0] == w
 }
 
 // closeAll ends every watcher and waits for them.
 func (ss *subscriptions) closeAll() {
 	ss.mu.Lock()
 	for sess, m := range ss.w {
-		for _, w := range m {
-			w.cancel()
+		for uri, w := range m {
+			ss.dropLocked(uri, w)
 		}
 		delete(ss.w, sess)
 	}
@@ -239,12 +263,12 @@ func (ss *subscriptions) closeAll() {
 // at its end;
 // for status, when stdout ends (the process exited). The daemon pushes
 // chunks on its follow stream; nothing here polls.
-func (ss *subscriptions) watch(ctx context.Context, uri string, ref procRef, stream, cursor string, live <-chan struct{}) {
+func (ss *subscriptions) watch(ctx context.Context, uri string, ref procRef, stream, cursor string, w *watcher) {
 	dirty := make(chan struct{}, 1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		ss.notifier(ctx, uri, dirty, live)
+		ss.notifier(ctx, uri, dirty, w)
 	}()
 	mark := func() {
 		select {
@@ -291,7 +315,8 @@ func (ss *subscriptions) tail(ctx context.Context, id, stream string) (string, e
 // notifyGap: marks that arrive in between fold into one notification. It
 // starts sending once live is closed (see watcher.live); a mark made before
 // waits in dirty.
-func (ss *subscriptions) notifier(ctx context.Context, uri string, dirty <-chan struct{}, live <-chan struct{}) {
+func (ss *subscriptions) notifier(ctx context.Context, uri string, dirty <-chan struct{}, w *watcher) {
+	live := w.live
 	t := time.NewTimer(liveTimeout)
 	select {
 	case <-live:
@@ -303,6 +328,9 @@ func (ss *subscriptions) notifier(ctx context.Context, uri string, dirty <-chan 
 	}
 	t.Stop()
 	for range dirty {
+		if !ss.leads(uri, w) {
+			continue // the oldest watcher of uri tells every session
+		}
 		if err := ss.s.srv.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: uri}); err != nil {
 			return
 		}

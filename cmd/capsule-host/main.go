@@ -132,7 +132,7 @@ type opts struct {
 	watch      bool
 	watchPoll  time.Duration
 	// new
-	sdk, module string
+	sdk, module, lang string
 	term        termOpts // cmd_term.go
 	logs        logsOpts // cmd_logs.go
 }

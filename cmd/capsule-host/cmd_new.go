@@ -36,7 +36,7 @@ var capsuleNameRule = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 func init() {
 	commands = append(commands, &command{
-		name: "new", args: "NAME [DIR]", summary: "scaffold a Go capsule that builds, validates and passes its test at once", minArgs: 1, maxArgs: 2,
+		name: "new", args: "NAME [DIR]", summary: "scaffold a Go (or --lang js) capsule that builds, validates and passes its test at once", minArgs: 1, maxArgs: 2,
 		help: `Creates DIR (default ./NAME), which must not exist, holding a Go capsule:
 Capsule.toml, main.go (a greet tool and a persistent-process example),
 main_test.go (loads the capsule in an in-process host and calls its
@@ -49,7 +49,12 @@ go.mod. Anywhere else the SDK is not fetchable (it is not published):
 new writes a go.mod whose replace directive points at a checkout (--sdk,
 default $CAPSULE_HOST_SDK) and runs go mod tidy there.
 
-Then: ./build.sh && capsule-host validate DIR && (cd DIR && go test ./...).`,
+Then: ./build.sh && capsule-host validate DIR && (cd DIR && go test ./...).
+
+--lang js writes a JavaScript (componentize-js) capsule instead: capsule.js
+(a greet tool), build.mjs and build.sh (npm ci of the pinned
+package-lock.json, capsule-host wit --out, componentize, pin), and the
+same main_test.go loop; build.sh needs node and npm.`,
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.StringVar(&o.sdk, "sdk", "", "capsule-host checkout `dir` for the replace directive (outside a checkout; default $CAPSULE_HOST_SDK)")
 			fs.StringVar(&o.lang, "lang", "go", "the capsule's `language`: go or js (componentize-js; build.sh needs node and npm)")
@@ -76,7 +81,8 @@ func runNew(e *env, o *opts, args []string) error {
 	name := args[0]
 	tmplDir, ok := scaffoldLangs[pick(o.lang, "go")]
 	if !ok {
-		return &usageError{fmt.Errorf("%w %q: the choices are go, js", ErrUnknownLang, o.lang).Error()}
+		err := fmt.Errorf("%w %q: the choices are go, js", ErrUnknownLang, o.lang)
+		return &usageError{msg: err.Error(), err: err}
 	}
 	if !capsuleNameRule.MatchString(name) {
 		return usagef("invalid capsule name %q: a name is 1 to 63 lowercase letters, digits and '-', starting with a letter or digit (%s)", name, capsuleNameRule)

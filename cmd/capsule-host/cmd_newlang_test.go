@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,9 @@ func TestNewUnknownLang(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); err == nil {
 		t.Fatal("a refused new left its directory")
+	}
+	if err := runNew(&env{}, &opts{lang: "rust"}, []string{"x", dir}); !errors.Is(err, ErrUnknownLang) {
+		t.Fatalf("runNew --lang rust: %v, want ErrUnknownLang", err)
 	}
 }
 

@@ -32,6 +32,9 @@ func TestNewUnknownLang(t *testing.T) {
 // npm install of host/component/testdata/build, so no second npm ci),
 // validate, and the scaffold's own go test calling its tool.
 func TestNewJSBuilds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIP: -short: the JS scaffold's build runs componentize-js (about a minute)")
+	}
 	nm := filepath.Join(repoRoot(t), "host", "component", "testdata", "build", "node_modules")
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("SKIP (new --lang js): node is not installed; run `make npm-deps`")

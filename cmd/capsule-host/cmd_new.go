@@ -22,7 +22,7 @@ import (
 
 // The scaffold's files, rendered with newData.
 //
-//go:embed scaffold/*.tmpl
+//go:embed scaffold/*.tmpl scaffold/js/*.tmpl
 var scaffoldFS embed.FS
 
 // selfModule is this repository's module path: a capsule created inside
@@ -36,7 +36,7 @@ var capsuleNameRule = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 func init() {
 	commands = append(commands, &command{
-		name: "new", args: "NAME [DIR]", summary: "scaffold a Go capsule that builds, validates and passes its test at once", minArgs: 1, maxArgs: 2,
+		name: "new", args: "NAME [DIR]", summary: "scaffold a Go (or --lang js) capsule that builds, validates and passes its test at once", minArgs: 1, maxArgs: 2,
 		help: `Creates DIR (default ./NAME), which must not exist, holding a Go capsule:
 Capsule.toml, main.go (a greet tool and a persistent-process example),
 main_test.go (loads the capsule in an in-process host and calls its
@@ -49,9 +49,15 @@ go.mod. Anywhere else the SDK is not fetchable (it is not published):
 new writes a go.mod whose replace directive points at a checkout (--sdk,
 default $CAPSULE_HOST_SDK) and runs go mod tidy there.
 
-Then: ./build.sh && capsule-host validate DIR && (cd DIR && go test ./...).`,
+Then: ./build.sh && capsule-host validate DIR && (cd DIR && go test ./...).
+
+--lang js writes a JavaScript (componentize-js) capsule instead: capsule.js
+(a greet tool), build.mjs and build.sh (npm ci of the pinned
+package-lock.json, capsule-host wit --out, componentize, pin), and the
+same main_test.go loop; build.sh needs node and npm.`,
 		flags: func(fs *flag.FlagSet, o *opts) {
 			fs.StringVar(&o.sdk, "sdk", "", "capsule-host checkout `dir` for the replace directive (outside a checkout; default $CAPSULE_HOST_SDK)")
+			fs.StringVar(&o.lang, "lang", "go", "the capsule's `language`: go or js (componentize-js; build.sh needs node and npm)")
 			fs.StringVar(&o.module, "module", "", "Go module `path` of the new capsule outside a checkout (default example.com/NAME)")
 		},
 		run: runNew,
@@ -65,8 +71,19 @@ type newData struct {
 	SDK    string
 }
 
+// ErrUnknownLang is new's refusal of a --lang it has no template for.
+var ErrUnknownLang = errors.New("unknown --lang")
+
+// scaffoldLangs maps each --lang to its template directory.
+var scaffoldLangs = map[string]string{"go": "scaffold", "js": "scaffold/js"}
+
 func runNew(e *env, o *opts, args []string) error {
 	name := args[0]
+	tmplDir, ok := scaffoldLangs[pick(o.lang, "go")]
+	if !ok {
+		err := fmt.Errorf("%w %q: the choices are go, js", ErrUnknownLang, o.lang)
+		return &usageError{msg: err.Error(), err: err}
+	}
 	if !capsuleNameRule.MatchString(name) {
 		return usagef("invalid capsule name %q: a name is 1 to 63 lowercase letters, digits and '-', starting with a letter or digit (%s)", name, capsuleNameRule)
 	}
@@ -94,7 +111,7 @@ func runNew(e *env, o *opts, args []string) error {
 		}
 		d.Module = pick(o.module, "example.com/"+name)
 	}
-	if err := writeScaffold(abs, d, !inRepo); err != nil {
+	if err := writeScaffold(abs, tmplDir, d, !inRepo); err != nil {
 		os.RemoveAll(abs)
 		return err
 	}
@@ -110,23 +127,26 @@ func runNew(e *env, o *opts, args []string) error {
 
 // writeScaffold creates dir and renders every template into it (go.mod
 // only when withMod).
-func writeScaffold(dir string, d newData, withMod bool) error {
+func writeScaffold(dir, tmplDir string, d newData, withMod bool) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err // a directory created meanwhile is refused here too
 	}
-	ents, err := scaffoldFS.ReadDir("scaffold")
+	ents, err := scaffoldFS.ReadDir(tmplDir)
 	if err != nil {
 		return err
 	}
 	for _, ent := range ents {
+		if ent.IsDir() {
+			continue
+		}
 		out := strings.TrimSuffix(ent.Name(), ".tmpl")
 		if out == "go.mod" && !withMod {
 			continue
 		}
-		t, err := template.ParseFS(scaffoldFS, "scaffold/"+ent.Name())
+		t, err := template.ParseFS(scaffoldFS, tmplDir+"/"+ent.Name())
 		if err != nil {
 			return err
 		}

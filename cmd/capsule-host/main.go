@@ -132,9 +132,9 @@ type opts struct {
 	watch      bool
 	watchPoll  time.Duration
 	// new
-	sdk, module string
-	term        termOpts // cmd_term.go
-	logs        logsOpts // cmd_logs.go
+	sdk, module, lang string
+	term              termOpts // cmd_term.go
+	logs              logsOpts // cmd_logs.go
 }
 
 var commands []*command
@@ -153,11 +153,16 @@ func lookup(name string) *command {
 }
 
 // usageError is a mistake in the command line: exit 2 with a hint.
-type usageError struct{ msg string }
+type usageError struct {
+	msg string
+	err error // the typed cause, for errors.Is (nil for most)
+}
 
 func (u *usageError) Error() string { return u.msg }
 
-func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+func (u *usageError) Unwrap() error { return u.err }
+
+func usagef(format string, a ...any) error { return &usageError{msg: fmt.Sprintf(format, a...)} }
 
 // exitError carries a specific exit code with a message already printed.
 type exitError struct{ code int }

@@ -36,6 +36,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/capsule-host/capsule-host/registry"
 )
@@ -55,9 +57,11 @@ const (
 	DefaultTTL    = 10 * time.Second
 	defaultPrefix = "/capsule-host/default/"
 	callBound     = 3 * time.Second // one etcd round trip, at most
-	retryBound    = 6 * time.Second // retries through a leader election (etcd's default election timeout is 1 s)
-	healthBound   = time.Second     // health answers fast, etcd or not
-	casAttempts   = 64              // a reservation's retries under contention
+	// unavailableRetries: see retry.
+	unavailableRetries = 2
+	retryBound         = 6 * time.Second // retries through a leader election (etcd's default election timeout is 1 s)
+	healthBound        = time.Second     // health answers fast, etcd or not
+	casAttempts        = 64              // a reservation's retries under contention
 )
 
 // Config opens a Dir.
@@ -337,14 +341,27 @@ func transient(err error) bool {
 // transiently and retryBound has not passed. Every op here is safe to
 // repeat: puts and deletes write absolute values, and a count's CAS that
 // did commit fails its compare the second time and returns fresh state.
+//
+// A connection that broke under the call (gRPC Unavailable, "error
+// reading from server: EOF": the member it was talking to died) gets
+// unavailableRetries more attempts, on whichever member the client's
+// balancer picks next (TestMemberLoss kills the leader under a Reserve);
+// no more, so that with etcd down a call still fails in about a second
+// rather than after retryBound.
 func retry(ctx context.Context, op func(context.Context) error) error {
 	deadline := time.Now().Add(retryBound)
 	wait := 20 * time.Millisecond
+	broken := 0
 	for {
 		actx, cancel := bounded(ctx)
 		err := op(actx)
 		cancel()
-		if err == nil || !transient(err) || time.Now().Add(wait).After(deadline) {
+		again := transient(err)
+		if !again && status.Code(err) == codes.Unavailable && broken < unavailableRetries {
+			broken++
+			again = true
+		}
+		if err == nil || !again || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		select {

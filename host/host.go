@@ -133,6 +133,29 @@ var (
 // buildHint tells how to build with an engine that is not compiled in.
 var buildHint = map[string]string{"wasmtime": "go build -tags wasmtime"}
 
+// CacheEnv names a compile cache directory shared across hosts: test
+// runs, validate and sdktest point at one directory so a module is
+// compiled once per run, not once per host (the engine's cache guard
+// locks and checks entries).
+const CacheEnv = "CAPSULE_HOST_CACHE_DIR"
+
+// EnvCacheDir is engine's subdirectory of $CAPSULE_HOST_CACHE_DIR (the
+// default engine for ""), or "" when it is unset, which leaves a host
+// its private StateDir/cache.
+func EnvCacheDir(engine string) string {
+	dir := os.Getenv(CacheEnv)
+	if dir == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if engine == "" {
+		engine = "wazero"
+	}
+	return filepath.Join(dir, engine)
+}
+
 // RegisterEngine makes an engine selectable by name. wazero registers
 // itself; wasmtime does from a file built only with -tags wasmtime.
 func RegisterEngine(name string, ctor EngineCtor) {

@@ -353,7 +353,7 @@ func scratchLoad(ctx context.Context, dir string, m *manifest.Manifest, rep *val
 		profiles = []string{m.Capabilities.Profile}
 	}
 	h, err := host.New(ctx, host.Config{
-		Registry: reg, StateDir: tmp, Logger: slog.New(slog.DiscardHandler),
+		Registry: reg, StateDir: tmp, Logger: slog.New(slog.DiscardHandler), CacheDir: host.EnvCacheDir(""),
 		Backends: []string{"local", "bwrap", "oci"}, Profiles: profiles, AllowNetwork: true,
 		Policies: map[string]sandbox.BackendPolicy{"oci": oci.PolicyOf(nil)},
 	})

@@ -129,6 +129,8 @@ func compile(src, out string) error {
 // pinned) into a fresh in-process host with the local backend and, when
 // bwrap is installed, the bwrap sandbox (the daemon's default backend).
 // The host and every process it started are closed when the test ends.
+// A $CAPSULE_HOST_CACHE_DIR (host.CacheEnv) is its compile cache, so a
+// module validate already compiled is not compiled again.
 func Load(t testing.TB, dir string) *Capsule {
 	t.Helper()
 	state := t.TempDir()
@@ -148,7 +150,7 @@ func Load(t testing.TB, dir string) *Capsule {
 		t.Fatalf("sdktest: %v", err)
 	}
 	t.Cleanup(func() { reg.Shutdown(context.Background()) })
-	h, err := host.New(context.Background(), host.Config{Registry: reg, Backends: names, StateDir: state, Logger: log, CallTimeout: 30 * time.Second})
+	h, err := host.New(context.Background(), host.Config{Registry: reg, Backends: names, StateDir: state, Logger: log, CallTimeout: 30 * time.Second, CacheDir: host.EnvCacheDir("")})
 	if err != nil {
 		t.Fatalf("sdktest: %v", err)
 	}

@@ -296,24 +296,24 @@ func openHost(ctx context.Context, cfg *config.Config, engine string, reg *regis
 // CacheEnv names a compile cache directory that overrides the config's
 // cache_dir: test runs point every daemon they start at one directory, so
 // each bundled module is compiled once per run, not once per daemon.
-const CacheEnv = "CAPSULE_HOST_CACHE_DIR"
+const CacheEnv = host.CacheEnv
 
 // cacheDir is the engine's compile cache: $CAPSULE_HOST_CACHE_DIR, else
 // cache_dir, each with one subdirectory per engine; "" leaves the host's
 // default (<state_dir>/cache/ENGINE).
 func cacheDir(cfg *config.Config, engine string) string {
-	dir := cfg.CacheDir
-	if env := os.Getenv(CacheEnv); env != "" {
-		dir = env
+	if engine == "" {
+		engine = config.DefaultEngine
 	}
+	if env := host.EnvCacheDir(engine); env != "" {
+		return env
+	}
+	dir := cfg.CacheDir
 	if dir == "" {
 		return ""
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
-	}
-	if engine == "" {
-		engine = config.DefaultEngine
 	}
 	return filepath.Join(dir, engine)
 }

@@ -10,7 +10,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/capsule-host/capsule-host/internal/procfs"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
 )
@@ -164,12 +163,9 @@ func (p *proc) endGroup(exit *sandbox.Exit, hadMembers bool) (unix.Rusage, error
 	p.readAccounting(exit)
 	// The group is empty: nothing will be signalled again, so the root
 	// can go now. Its descendants' zombies (adopted by us) are reaped
-	// next; the probe skips the sweep when there are none. Other trees'
-	// roots awaiting their own settle do not count (strayZombie): in a
-	// stop of 500 they made every settle wait for the reaper's sweep,
-	// half a second each under load (RFC §16).
+	// next; the probe skips the scan when there are none.
 	_, ru, _ := p.reapRoot()
-	if hadMembers || reaper.strayZombie() {
+	if hadMembers || anyZombieChild() {
 		only := p.cgv2
 		if only == "" {
 			only = p.cgPathAny()
@@ -252,30 +248,6 @@ func anyZombieChild() bool {
 	var si siginfoChld
 	err := unix.Waitid(unix.P_ALL, 0, (*unix.Siginfo)(unsafe.Pointer(&si)), unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 	return err == nil && si.Pid != 0
-}
-
-// strayZombie reports whether this process has a zombie child that is
-// not a root (a root is reaped by its own settle, never by a sweep). One
-// waitid answers when there is no zombie or the first is not a root;
-// else one scan of the children tells.
-func (r *reaperState) strayZombie() bool {
-	var si siginfoChld
-	err := unix.Waitid(unix.P_ALL, 0, (*unix.Siginfo)(unsafe.Pointer(&si)), unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	if err != nil || si.Pid == 0 {
-		return false
-	}
-	if !r.isRoot(int(si.Pid)) {
-		return true
-	}
-	for _, pid := range children() {
-		if r.isRoot(pid) {
-			continue
-		}
-		if st, err := procfs.ReadStat(pid); err == nil && dead(st) {
-			return true
-		}
-	}
-	return false
 }
 
 // members lists the live members of the tree's cgroup.

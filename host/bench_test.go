@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 // Warm-pool tool call against cold instantiate + call, for the WAT guest
@@ -60,6 +61,7 @@ func BenchmarkWarmColdRatio(b *testing.B) {
 	ctx := host.WithPrincipal(context.Background(), "bench")
 	var cold, warm time.Duration
 	var warmN int
+	var sCold, sWarm []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		if _, err := c.ColdCall(ctx, "echo", "{}"); err != nil {
@@ -67,15 +69,21 @@ func BenchmarkWarmColdRatio(b *testing.B) {
 		}
 		t1 := time.Now()
 		cold += t1.Sub(t0)
+		sCold = append(sCold, t1.Sub(t0))
 		// Warm calls for as long as this cold call took.
 		for n := 0; n == 0 || time.Since(t1) < t1.Sub(t0); n++ {
+			t2 := time.Now()
 			if _, err := e.h.Call(ctx, "testcap", "echo", "{}"); err != nil {
 				b.Fatal(err)
 			}
+			sWarm = append(sWarm, time.Since(t2))
 			warmN++
 		}
 		warm += time.Since(t1)
 	}
+	// Median and IQR per side, for docs/bench.md's anchor table.
+	testutil.ReportSide(b, "cold", "µs", sCold)
+	testutil.ReportSide(b, "warm", "µs", sWarm)
 	coldPer := float64(cold.Nanoseconds()) / float64(b.N)
 	warmPer := float64(warm.Nanoseconds()) / float64(warmN)
 	b.ReportMetric(coldPer, "cold-ns/call")

@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"testing"
 	"time"
 
 	api "github.com/capsule-host/capsule-host/client"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 // BenchmarkClientVsTmux measures the CLI as a user runs it, whole process
@@ -44,64 +44,24 @@ func BenchmarkClientVsTmux(b *testing.B) {
 		b.Skip("SKIP: tmux is not installed, so the client cannot be compared with it (apt-get install tmux)")
 	}
 	r := newClientBench(b, true)
-	sides := []benchSide{
-		{"lean-call", r.lean("call", "shell", "spawn_background_process", `{"command":"true"}`, "--principal", "bench")},
-		{"lean-logs", r.lean("logs", r.id)},
-		{"call", r.ours("call", "shell", "spawn_background_process", `{"command":"true"}`, "--principal", "bench")},
-		{"tmux-new", r.tmux("new-session", "-d", "true")},
-		{"logs", r.ours("logs", r.id)},
-		{"tmux-capture", r.tmux("capture-pane", "-p", "-t", "base")},
-		{"version", r.ours("version")},
-		{"tmux-V", r.tmux("-V")},
-		{"api-call", r.apiCall},
-		{"api-logs", r.apiLogs},
+	sides := []testutil.Side{
+		{Name: "lean-call", Run: r.lean("call", "shell", "spawn_background_process", `{"command":"true"}`, "--principal", "bench")},
+		{Name: "lean-logs", Run: r.lean("logs", r.id)},
+		{Name: "call", Run: r.ours("call", "shell", "spawn_background_process", `{"command":"true"}`, "--principal", "bench")},
+		{Name: "tmux-new", Run: r.tmux("new-session", "-d", "true")},
+		{Name: "logs", Run: r.ours("logs", r.id)},
+		{Name: "tmux-capture", Run: r.tmux("capture-pane", "-p", "-t", "base")},
+		{Name: "version", Run: r.ours("version")},
+		{Name: "tmux-V", Run: r.tmux("-V")},
+		{Name: "api-call", Run: r.apiCall},
+		{Name: "api-logs", Run: r.apiLogs},
 	}
-	med := reportMedians(b, sides, interleave(b, sides, 20))
+	med := testutil.ReportSides(b, "ms", sides, testutil.Interleave(b, sides, 20))
 	b.ReportMetric(med["call"]/med["tmux-new"], "call/tmux-new")
 	b.ReportMetric(med["logs"]/med["tmux-capture"], "logs/tmux-capture")
 	b.ReportMetric(med["version"]/med["tmux-V"], "version/tmux-V")
 	b.ReportMetric(med["lean-call"]/med["tmux-new"], "lean-call/tmux-new")
 	b.ReportMetric(med["lean-logs"]/med["tmux-capture"], "lean-logs/tmux-capture")
-}
-
-type benchSide struct {
-	name string
-	run  func() error
-}
-
-// interleave runs every side rounds times per iteration, rotating the
-// order each round so that no side always runs right after the same
-// other one, and returns each side's times.
-func interleave(b *testing.B, sides []benchSide, rounds int) [][]time.Duration {
-	times := make([][]time.Duration, len(sides))
-	i := 0
-	for b.Loop() {
-		for range rounds {
-			for k := range sides {
-				j := (k + i) % len(sides)
-				start := time.Now()
-				if err := sides[j].run(); err != nil {
-					b.Fatalf("%s: %v", sides[j].name, err)
-				}
-				times[j] = append(times[j], time.Since(start))
-			}
-			i++
-		}
-	}
-	return times
-}
-
-// reportMedians reports each side's median and interquartile range in ms
-// and returns the medians by name.
-func reportMedians(b *testing.B, sides []benchSide, times [][]time.Duration) map[string]float64 {
-	med := map[string]float64{}
-	for j, s := range sides {
-		m, iqr := medianIQR(times[j])
-		med[s.name] = m
-		b.ReportMetric(m, s.name+"-ms")
-		b.ReportMetric(iqr, s.name+"-iqr-ms")
-	}
-	return med
 }
 
 // clientBench is the built binary with its daemon and a tmux server.
@@ -245,14 +205,6 @@ func (r *clientBench) apiCall() error {
 func (r *clientBench) apiLogs() error {
 	_, err := r.c.Logs(context.Background(), r.id, api.LogQuery{})
 	return err
-}
-
-// medianIQR returns the median and the interquartile range in ms.
-func medianIQR(d []time.Duration) (med, iqr float64) {
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	q := func(p float64) float64 { return float64(s[int(p*float64(len(s)-1))]) / 1e6 }
-	return q(0.5), q(0.75) - q(0.25)
 }
 
 // buildBinaries builds, with CGO_ENABLED=0 (what users install), the full

@@ -86,8 +86,11 @@ func BenchmarkListProcesses(b *testing.B) {
 	ctx := host.WithPrincipal(context.Background(), "alice")
 	b.Run(fmt.Sprintf("guest-%d", n), func(b *testing.B) {
 		cpu := testutil.CPUTime()
+		var ts []time.Duration
 		for b.Loop() {
+			t0 := time.Now()
 			res, err := d.rt.Host.Call(ctx, "shell", "list_processes", `{}`)
+			ts = append(ts, time.Since(t0))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -100,18 +103,23 @@ func BenchmarkListProcesses(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
 		testutil.ReportCPU(b, cpu)
+		testutil.ReportSide(b, "guest", "ms", ts)
 	})
 	b.Run(fmt.Sprintf("http-%d", n), func(b *testing.B) {
 		c := api.NewUnix(d.sock)
 		cpu := testutil.CPUTime()
+		var ts []time.Duration
 		for b.Loop() {
+			t0 := time.Now()
 			ps, err := c.Processes(context.Background(), "shell", "alice")
+			ts = append(ts, time.Since(t0))
 			if err != nil || len(ps) != n {
 				b.Fatalf("processes: %d (%v), want %d", len(ps), err, n)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
 		testutil.ReportCPU(b, cpu) // the daemon's; the keeper's is its own process
+		testutil.ReportSide(b, "http", "ms", ts)
 	})
 }
 

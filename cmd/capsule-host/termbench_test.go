@@ -12,6 +12,7 @@ import (
 	"time"
 
 	api "github.com/capsule-host/capsule-host/client"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 // go test -run '^$' -bench KeystrokeCLIVsTmux -benchtime 2x ./cmd/capsule-host
@@ -66,11 +67,11 @@ func BenchmarkKeystrokeCLIVsTmux(b *testing.B) {
 			return strings.Join(s.Lines, "\n"), err
 		}},
 	}
-	sides := []benchSide{{"capsule-host", ks[0].stroke}, {"lean", ks[1].stroke}, {"tmux", ks[2].stroke}, {"api", ks[3].stroke}}
-	times := interleave(b, sides, 10)
-	med := reportMedians(b, sides, times)
+	sides := []testutil.Side{{Name: "capsule-host", Run: ks[0].stroke}, {Name: "lean", Run: ks[1].stroke}, {Name: "tmux", Run: ks[2].stroke}, {Name: "api", Run: ks[3].stroke}}
+	times := testutil.Interleave(b, sides, 10)
+	med := testutil.ReportSides(b, "ms", sides, times)
 	for j, s := range sides {
-		b.ReportMetric(float64(ks[j].reads)/float64(len(times[j])), s.name+"-reads/key")
+		b.ReportMetric(float64(ks[j].reads)/float64(len(times[j])), s.Name+"-reads/key")
 	}
 	b.ReportMetric(med["capsule-host"]/med["tmux"], "keystroke/tmux")
 	b.ReportMetric(med["lean"]/med["tmux"], "lean-keystroke/tmux")

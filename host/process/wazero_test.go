@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/capsule-host/capsule-host/host/engine/wazero"
 	"github.com/capsule-host/capsule-host/host/internal/cabi"
 	"github.com/capsule-host/capsule-host/host/process"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/local"
@@ -236,4 +238,43 @@ func deref[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// BenchmarkImportPair is P2 interleaved: one sample is a guest call
+// looping 1000 times over the no-op import, then one over the import
+// lifting a 52-byte string, alternating, so both see the same load.
+// Reported per import crossing: each side's median and IQR in ns, the
+// ratio of the medians (goal ≤ 2×), and the str52 side's allocations per
+// import (runtime.MemStats over its samples).
+func BenchmarkImportPair(b *testing.B) {
+	f := newWazero(b)
+	inst, ctx, _ := f.instance(b)
+	const per = 1000
+	var mallocs uint64
+	var calls int
+	loop := func(export string, count bool) func() error {
+		return func() error {
+			var m0, m1 runtime.MemStats
+			if count {
+				runtime.ReadMemStats(&m0)
+			}
+			_, err := inst.Call(ctx, export, per)
+			if count {
+				runtime.ReadMemStats(&m1)
+				mallocs += m1.Mallocs - m0.Mallocs
+				calls += per
+			}
+			return err
+		}
+	}
+	sides := []testutil.Side{{Name: "noop", Run: loop("loop_noop", false)}, {Name: "str52", Run: loop("loop_str", true)}}
+	times := testutil.Interleave(b, sides, 10)
+	for j := range times {
+		for i := range times[j] {
+			times[j][i] /= per
+		}
+	}
+	med := testutil.ReportSides(b, "ns", sides, times)
+	b.ReportMetric(med["str52"]/med["noop"], "str52/noop")
+	b.ReportMetric(float64(mallocs)/float64(max(calls, 1)), "str52-allocs/import")
 }

@@ -34,6 +34,7 @@ func main() {
 	cmd := flag.String("cmd", "", "the command that produced the input, for the header")
 	goTool := flag.String("go", "go", "the go command whose version the header reports")
 	plots := flag.Bool("plots", true, "draw each scale curve as a PNG beside the -o file (ignored without -o)")
+	require := flag.Bool("require-anchors", false, "fail when a row of the anchor table has no figures (make test's quick run: it checks that every anchor benchmark still runs, never a timing)")
 	flag.Parse()
 
 	env := Env{
@@ -69,6 +70,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "benchdoc:", err)
 		os.Exit(1)
 	}
+	if *require {
+		if missing := unmeasured(Rows(env, run)); len(missing) > 0 {
+			fmt.Fprintln(os.Stderr, "benchdoc: anchor rows without figures:\n  "+strings.Join(missing, "\n  "))
+			os.Exit(1)
+		}
+	}
+}
+
+// unmeasured names the anchor rows that lack a figure, with what is missing.
+func unmeasured(rows []Row) []string {
+	var out []string
+	for _, r := range rows {
+		if !r.Measured {
+			out = append(out, r.Name+": no "+strings.Join(r.MissingWhat, ", "))
+		}
+	}
+	return out
 }
 
 // write replaces path atomically (temp file + rename), so an interrupted

@@ -49,6 +49,7 @@ var standardUnits = []string{"ns/op", "MB/s", "B/op", "allocs/op"}
 func Render(w io.Writer, env Env, run Run) error {
 	var b strings.Builder
 	header(&b, env, run)
+	anchorSection(&b, Rows(env, run))
 	scaleSection(&b, env, Curves(run))
 	var quiet []string
 	for _, p := range run.Packages {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/local"
 )
@@ -90,6 +91,9 @@ func benchSpawnWait(b *testing.B, opts local.Options) {
 		}
 	}
 	b.ReportMetric(float64(median(sExec).Microseconds()), "p50-osexec-µs")
+	// Median and IQR per side, for docs/bench.md's anchor table.
+	testutil.ReportSide(b, "local", "µs", sLocal)
+	testutil.ReportSide(b, "osexec", "µs", sExec)
 }
 
 // BenchmarkCapture1GiB streams 1 GiB of stdout through the local backend
@@ -118,6 +122,7 @@ func BenchmarkCapture1GiB(b *testing.B) {
 	}
 	ctx := context.Background()
 	var tLocal, tRaw time.Duration
+	var sLocal, sRaw []time.Duration
 	b.SetBytes(total)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -130,6 +135,7 @@ func BenchmarkCapture1GiB(b *testing.B) {
 			b.Fatal(err)
 		}
 		tLocal += time.Since(t0)
+		sLocal = append(sLocal, time.Since(t0))
 		if h.Stdout().End() != total {
 			b.Fatalf("captured %d bytes", h.Stdout().End())
 		}
@@ -151,6 +157,7 @@ func BenchmarkCapture1GiB(b *testing.B) {
 		r.Close()
 		cmd.Wait()
 		tRaw += time.Since(t0)
+		sRaw = append(sRaw, time.Since(t0))
 		if n != total || err != nil {
 			b.Fatalf("raw read %d %v", n, err)
 		}
@@ -160,6 +167,10 @@ func BenchmarkCapture1GiB(b *testing.B) {
 	b.ReportMetric(mbps(tLocal), "local-MiB/s")
 	b.ReportMetric(mbps(tRaw), "raw-MiB/s")
 	b.ReportMetric(float64(tRaw)/float64(tLocal), "local/raw")
+	// Time per GiB, median and IQR per side (the anchor table's ratio is
+	// raw/local: the capture's share of the raw throughput).
+	testutil.ReportSide(b, "local", "ms", sLocal)
+	testutil.ReportSide(b, "raw", "ms", sRaw)
 }
 
 func median(d []time.Duration) time.Duration {

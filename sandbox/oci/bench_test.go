@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/sandbox"
 )
 
@@ -105,6 +106,7 @@ func BenchmarkStartToExitRatio(b *testing.B) {
 	root := filepath.Join(e.opts.Root, "bench-runc")
 	runc, _ := exec.LookPath("runc")
 	var ociT, coldT, runcT time.Duration
+	var sOCI, sRunc []time.Duration
 	oci := func(cold bool) time.Duration {
 		spare.Lock()
 		spare.off = cold
@@ -144,7 +146,9 @@ func BenchmarkStartToExitRatio(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ociT += oci(false)
+		d := oci(false)
+		ociT += d
+		sOCI = append(sOCI, d)
 		waitSpare()
 		// The same start with a monitor started on demand (no spare),
 		// as before the spare existed: what the spare saves.
@@ -156,7 +160,10 @@ func BenchmarkStartToExitRatio(b *testing.B) {
 			b.Fatalf("runc run: %v: %s", err, out)
 		}
 		runcT += time.Since(t0)
+		sRunc = append(sRunc, time.Since(t0))
 	}
+	testutil.ReportSide(b, "oci", "ms", sOCI)
+	testutil.ReportSide(b, "runc-run", "ms", sRunc)
 	b.ReportMetric(float64(ociT.Microseconds())/float64(b.N)/1000, "oci-ms/op")
 	b.ReportMetric(float64(runcT.Microseconds())/float64(b.N)/1000, "runc-run-ms/op")
 	b.ReportMetric(float64(ociT)/float64(runcT), "ratio")

@@ -64,6 +64,13 @@ func newHostReg(t testing.TB, capsules ...string) (*host.Host, *registry.Registr
 // the defaults).
 func newHostRegQuotas(t testing.TB, q registry.Quotas, capsules ...string) (*host.Host, *registry.Registry) {
 	t.Helper()
+	return newHostRegConfig(t, func(c *registry.Config) { c.Quotas = q }, capsules...)
+}
+
+// newHostRegConfig is newHostReg with the registry's configuration
+// changed by mut before it starts (a keeper-backed persistent backend).
+func newHostRegConfig(t testing.TB, mut func(*registry.Config), capsules ...string) (*host.Host, *registry.Registry) {
+	t.Helper()
 	b, err := local.New(local.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -81,12 +88,15 @@ func newHostRegQuotas(t testing.TB, q registry.Quotas, capsules ...string) (*hos
 	} else if slices.Contains(capsules, "shell") || slices.Contains(capsules, "mcp-stdio") {
 		t.Skipf("SKIP: the shell and mcp-stdio capsules need bwrap: %v", err)
 	}
-	reg, err := registry.New(registry.Config{
+	cfg := registry.Config{
 		Backends: backends,
 		StateDir: t.TempDir(),
 		Logger:   logger,
-		Quotas:   q,
-	})
+	}
+	if mut != nil {
+		mut(&cfg)
+	}
+	reg, err := registry.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

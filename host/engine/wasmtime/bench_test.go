@@ -18,6 +18,7 @@ import (
 	"github.com/capsule-host/capsule-host/host/engine/enginetest"
 	"github.com/capsule-host/capsule-host/host/engine/wasmtime"
 	"github.com/capsule-host/capsule-host/host/engine/wazero"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/local"
@@ -229,4 +230,33 @@ func newHost(b *testing.B, eng string) *host.Host {
 	}
 	b.Cleanup(func() { h.Close(context.Background()) })
 	return h
+}
+
+// BenchmarkWarmCallPair is issue 16's engine goal interleaved: a warm
+// no-op export call of the WAT fixture ("inited") on wasmtime against the
+// same on wazero (goal: wasmtime's ≤ wazero's). One sample is 100 calls;
+// reported: each side's median and IQR in ns per call, and the ratio.
+func BenchmarkWarmCallPair(b *testing.B) {
+	ctx := context.Background()
+	const per = 100
+	var sides []testutil.Side
+	for _, e := range engines {
+		f := enginetest.NewFixture(b, e.ctor, engine.EngineConfig{})
+		sides = append(sides, testutil.Side{Name: e.name, Run: func() error {
+			for range per {
+				if _, err := f.Inst.Call(ctx, "inited"); err != nil {
+					return err
+				}
+			}
+			return nil
+		}})
+	}
+	times := testutil.Interleave(b, sides, 10)
+	for j := range times {
+		for i := range times[j] {
+			times[j][i] /= per
+		}
+	}
+	med := testutil.ReportSides(b, "ns", sides, times)
+	b.ReportMetric(med[wasmtime.Name]/med[wazero.Name], "wasmtime/wazero")
 }

@@ -762,22 +762,28 @@ func stopKeepersAtEnd(t testing.TB, dir string) {
 	}
 	t.Cleanup(func() {
 		keepersStopped.Delete(dir)
-		dirs, _ := filepath.Glob(filepath.Join(dir, "state", "keeper", "*"))
-		for _, kd := range dirs {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			if c, err := keeper.Dial(ctx, kd); err == nil {
-				if err := c.Shutdown(ctx, true); err != nil {
-					t.Logf("keeper %s: stop_all at the end: %v", kd, err)
-				}
-				select {
-				case <-c.Done():
-				case <-ctx.Done():
-				}
-				c.Close()
-			}
-			cancel()
-		}
+		stopKeepers(t, dir, 60*time.Second)
 	})
+}
+
+// stopKeepers asks every keeper under dir's state to stop all its
+// processes and exit, waiting up to within for each.
+func stopKeepers(t testing.TB, dir string, within time.Duration) {
+	dirs, _ := filepath.Glob(filepath.Join(dir, "state", "keeper", "*"))
+	for _, kd := range dirs {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		if c, err := keeper.Dial(ctx, kd); err == nil {
+			if err := c.Shutdown(ctx, true); err != nil {
+				t.Logf("keeper %s: stop_all at the end: %v", kd, err)
+			}
+			select {
+			case <-c.Done():
+			case <-ctx.Done():
+			}
+			c.Close()
+		}
+		cancel()
+	}
 }
 
 // keeperLock is the lock file (holding the keeper's pid) of the one

@@ -170,11 +170,27 @@ func find(env Env, run Run, ref Ref, spread string) *Fig {
 	return got
 }
 
+// benchMatch matches name against pattern, whose "*" suffix stands for
+// the digits of an N ("stop-*" is stop-500, never stop-each-500).
 func benchMatch(pattern, name string) bool {
 	if p, ok := strings.CutSuffix(pattern, "*"); ok {
-		return strings.HasPrefix(name, p)
+		n, ok := strings.CutPrefix(name, p)
+		_, err := strconv.Atoi(n)
+		return ok && err == nil
 	}
 	return pattern == name
+}
+
+// sameN pins theirs to the N ours was found at when both patterns take
+// an N, so a row compares the two sides at one N (tmux-5000 may be
+// skipped while capsule-host-5000 ran).
+func sameN(ours, theirs Ref, found *Fig) Ref {
+	op, ok1 := strings.CutSuffix(ours.Bench, "*")
+	tp, ok2 := strings.CutSuffix(theirs.Bench, "*")
+	if ok1 && ok2 && found != nil {
+		theirs.Bench = tp + strings.TrimPrefix(found.Bench, op)
+	}
+	return theirs
 }
 
 // Rows evaluates every anchor against run.
@@ -187,7 +203,12 @@ func Rows(env Env, run Run) []Row {
 			r.MissingWhat = append(r.MissingWhat, a.Ours.Median.Bench+" "+a.Ours.Median.Unit)
 		}
 		if a.Theirs.Median.Bench != "" {
-			r.TheirsV = find(env, run, a.Theirs.Median, a.Theirs.Spread)
+			r.TheirsV = find(env, run, sameN(a.Ours.Median, a.Theirs.Median, r.OursV), a.Theirs.Spread)
+			if t := find(env, run, a.Theirs.Median, a.Theirs.Spread); r.TheirsV == nil && t != nil {
+				// Theirs stopped at a smaller N: compare there.
+				r.TheirsV = t
+				r.OursV = find(env, run, sameN(a.Theirs.Median, a.Ours.Median, t), a.Ours.Spread)
+			}
 			if r.TheirsV == nil {
 				r.MissingWhat = append(r.MissingWhat, a.Theirs.Median.Bench+" "+a.Theirs.Median.Unit)
 			}

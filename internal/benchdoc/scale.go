@@ -86,8 +86,8 @@ func Curves(run Run) []Curve {
 			}
 		}
 		for _, k := range order {
-			if k.unit == "ns/op" && custom[k.bench] {
-				continue
+			if k.unit == "ns/op" && custom[k.bench] || strings.Contains(k.unit, "-iqr-") {
+				continue // set-up time, or a spread (testutil.ReportSide): not a curve of its own
 			}
 			c := Curve{Pkg: p.Path, Bench: k.bench, Unit: k.unit}
 			wide := false

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// anchorOutput holds figures for two anchor rows: the client pair (met on
+// call, not met on logs) and the shutdown row through its "*" pattern
+// (the last match, stop-500, counts); P2 is present without its allocation
+// check, so it is not measured.
+const anchorOutput = `goos: linux
+goarch: amd64
+pkg: github.com/capsule-host/capsule-host/cmd/capsule-host
+BenchmarkClientVsTmux-2   1   999 ns/op   2.1 lean-call-ms   0.3 lean-call-iqr-ms   4.0 tmux-new-ms   0.5 tmux-new-iqr-ms   5.0 lean-logs-ms   1 lean-logs-iqr-ms   2.5 tmux-capture-ms   0.1 tmux-capture-iqr-ms
+BenchmarkShutdown/stop-20-2   1   999 ns/op   300 shutdown-ms
+BenchmarkShutdown/stop-500-2   1   999 ns/op   5170 shutdown-ms
+ok  	github.com/capsule-host/capsule-host/cmd/capsule-host	1.0s
+pkg: github.com/capsule-host/capsule-host/host/process
+BenchmarkImportPair-2   20   999 ns/op   69 noop-ns   6 noop-iqr-ns   140 str52-ns   9 str52-iqr-ns
+ok  	github.com/capsule-host/capsule-host/host/process	1.0s
+`
+
+func TestAnchorRows(t *testing.T) {
+	run, err := Parse(strings.NewReader(anchorOutput))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]Row{}
+	for _, r := range Rows(testEnv, run) {
+		rows[r.Name] = r
+	}
+	call, logs := rows["CLI call vs tmux new-session -d"], rows["CLI logs vs tmux capture-pane -p"]
+	if !call.Measured || !call.Met || call.Ratio != 2.1/4.0 {
+		t.Errorf("call row = measured %v met %v ratio %v", call.Measured, call.Met, call.Ratio)
+	}
+	if !logs.Measured || logs.Met || logs.Ratio != 2 {
+		t.Errorf("logs row = measured %v met %v ratio %v", logs.Measured, logs.Met, logs.Ratio)
+	}
+	sd := rows["shutdown with 500 processes"]
+	if !sd.Measured || sd.Met || sd.OursV.Bench != "BenchmarkShutdown/stop-500" {
+		t.Errorf("shutdown row = %+v", sd)
+	}
+	p2 := rows["P2 52-byte string import vs no-op import"]
+	if p2.Measured || len(p2.MissingWhat) != 1 || !strings.Contains(p2.MissingWhat[0], "BenchmarkKeyOf") {
+		t.Errorf("P2 row without its allocation check = measured %v, missing %v", p2.Measured, p2.MissingWhat)
+	}
+	if n := len(unmeasured(Rows(testEnv, run))); n != len(Anchors)-3 {
+		t.Errorf("%d rows unmeasured, want %d", n, len(Anchors)-3)
+	}
+}
+
+func TestRenderAnchorTable(t *testing.T) {
+	run, err := Parse(strings.NewReader(anchorOutput))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	anchorSection(&b, Rows(testEnv, run))
+	doc := b.String()
+	for _, want := range []string{
+		"| goal | ours: median (IQR) | theirs: median (IQR) | ratio | goal | met |",
+		"| CLI call vs tmux new-session -d | capsule-host call … spawn_background_process (lean client): **2.1 ms** (0.3) `BenchmarkClientVsTmux` | tmux new-session -d true: **4.0 ms** (0.5) `BenchmarkClientVsTmux` | 0.525× | < 1× | met |",
+		"| CLI logs vs tmux capture-pane -p |",
+		"| 2× | < 1× | **not met** |",
+		"**5170 ms** (1 run) `BenchmarkShutdown/stop-500` | — |  | ≤ 1000 ms | **not met** |",
+		"not measured: no BenchmarkKeyOf allocs/op",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("anchor table lacks %q\n--- table:\n%s", want, doc)
+		}
+	}
+}

@@ -26,6 +26,10 @@ type logWake struct {
 	ch  registry.Changes
 	// poll is set once the process is not held here: tick instead.
 	poll bool
+	// exited is set once the exit woke a wait: later waits are for the
+	// logs' last writes and their close, not the exit again (a closed
+	// Done would spin the reader until the pump's drain ends).
+	exited bool
 }
 
 func newLogWake(ctx context.Context, reg *registry.Registry, id string) *logWake {
@@ -42,6 +46,9 @@ func (w *logWake) arm() {
 	if err != nil {
 		w.poll = true
 		return
+	}
+	if w.exited {
+		ch.Exited = nil
 	}
 	w.ch = ch
 }
@@ -69,5 +76,6 @@ func (w *logWake) wait() {
 	case <-w.ch.Stdout:
 	case <-w.ch.Stderr:
 	case <-w.ch.Exited:
+		w.exited = true
 	}
 }

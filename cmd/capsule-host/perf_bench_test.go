@@ -44,24 +44,23 @@ func benchShellDaemon(b *testing.B, n int, onShutdown string) *testDaemon {
 	})
 }
 
-// spawnSleepers starts n `sleep` processes for alice through the shell
-// capsule, four callers at a time.
-func spawnSleepers(b *testing.B, h *host.Host, n int) {
+// inParallel runs f(i) for i in [from, to), four at a time, and fails b
+// with every error, naming its i.
+func inParallel(b *testing.B, from, to int, f func(i int) error) {
 	b.Helper()
-	ctx := host.WithPrincipal(context.Background(), "alice")
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
+	errs := make(chan error, to-from)
 	next := make(chan int)
 	for range 4 {
 		wg.Go(func() {
 			for i := range next {
-				if _, err := h.Call(ctx, "shell", "spawn_background_process", fmt.Sprintf(`{"command":"exec sleep 3600","label":"s%d"}`, i)); err != nil {
+				if err := f(i); err != nil {
 					errs <- fmt.Errorf("spawn %d: %w", i, err)
 				}
 			}
 		})
 	}
-	for i := range n {
+	for i := from; i < to; i++ {
 		next <- i
 	}
 	close(next)
@@ -70,6 +69,17 @@ func spawnSleepers(b *testing.B, h *host.Host, n int) {
 	for err := range errs {
 		b.Fatal(err)
 	}
+}
+
+// spawnSleepers starts n `sleep` processes for alice through the shell
+// capsule, four callers at a time.
+func spawnSleepers(b *testing.B, h *host.Host, n int) {
+	b.Helper()
+	ctx := host.WithPrincipal(context.Background(), "alice")
+	inParallel(b, 0, n, func(i int) error {
+		_, err := h.Call(ctx, "shell", "spawn_background_process", fmt.Sprintf(`{"command":"exec sleep 3600","label":"s%d"}`, i))
+		return err
+	})
 }
 
 // BenchmarkListProcesses is the issue's per-process cost of listing: one
@@ -170,29 +180,6 @@ func serveWithSleepers(b *testing.B, bin string, n int, mode string, env ...stri
 	d := startServeEnv(b, bin, dir, env, "--on-shutdown", mode)
 	c := api.NewUnix(filepath.Join(dir, "d.sock"))
 	awaitServing(b, c, d)
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	next := make(chan int)
-	for range 4 {
-		wg.Go(func() {
-			for i := range next {
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				in := json.RawMessage(fmt.Sprintf(`{"command":"exec sleep 3600","label":"s%d"}`, i))
-				if _, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: "spawn_background_process", Input: in, Principal: "alice"}); err != nil {
-					errs <- fmt.Errorf("spawn %d: %w", i, err)
-				}
-				cancel()
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+	spawnAPI(b, c, 0, n, "3600")
 	return d, dir
 }

@@ -232,30 +232,13 @@ func mustFootprint(b *testing.B, pid int) procfs.Footprint {
 // HTTP call, four at a time.
 func spawnAPI(b *testing.B, c *api.Client, from, to int, mark string) {
 	b.Helper()
-	var wg sync.WaitGroup
-	errs := make(chan error, to-from)
-	next := make(chan int)
-	for range 4 {
-		wg.Go(func() {
-			for i := range next {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				in := json.RawMessage(fmt.Sprintf(`{"command":"exec sleep %s","label":"s%d"}`, mark, i))
-				if _, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: "spawn_background_process", Input: in, Principal: "alice"}); err != nil {
-					errs <- fmt.Errorf("spawn %d: %w", i, err)
-				}
-				cancel()
-			}
-		})
-	}
-	for i := from; i < to; i++ {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+	inParallel(b, from, to, func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		in := json.RawMessage(fmt.Sprintf(`{"command":"exec sleep %s","label":"s%d"}`, mark, i))
+		_, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: "spawn_background_process", Input: in, Principal: "alice"})
+		return err
+	})
 }
 
 // ptysFree is kernel.pty.max less the ptys in use and the reserve.

@@ -532,7 +532,7 @@ func (h *handle) Signal(sig syscall.Signal) error {
 	if sig == syscall.SIGKILL {
 		return h.Handle.Signal(sig)
 	}
-	return signalDescendants(h.PID(), sig)
+	return signalDescendants(h.PID(), sig, h.Done())
 }
 
 func (h *handle) Terminate(ctx context.Context, mode sandbox.TerminateMode) (sandbox.Exit, error) {

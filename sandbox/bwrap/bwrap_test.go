@@ -235,6 +235,26 @@ func TestTerminate(t *testing.T) {
 		}
 		e.b.Cleanup(ctx, h.Ref())
 	})
+	// A SIGTERM sent while bwrap is still setting up the sandbox (only
+	// bwrap's own processes exist; its init, pid 1 of the namespace,
+	// ignores signals it has no handler for) must still reach the
+	// program once it runs, not be lost until the grace timeout.
+	t.Run("right-after-start", func(t *testing.T) {
+		for i := range 10 {
+			spec := e.spec("exec " + bb + " sleep 100")
+			h, err := e.b.Start(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ex, err := h.Terminate(ctx, sandbox.Graceful)
+			if err != nil || ex.Signal != syscall.SIGTERM {
+				h.Terminate(ctx, sandbox.Force)
+				e.b.Cleanup(ctx, h.Ref())
+				t.Fatalf("run %d: graceful stop right after start: %+v %v", i, ex, err)
+			}
+			e.b.Cleanup(ctx, h.Ref())
+		}
+	})
 	t.Run("ignores-term", func(t *testing.T) {
 		spec := e.spec(`trap "" TERM; echo ready; ` + bb + ` sleep 100 & wait`)
 		spec.Grace = 300 * time.Millisecond

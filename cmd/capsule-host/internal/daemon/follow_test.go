@@ -3,11 +3,8 @@ package daemon
 import (
 	"bufio"
 	"encoding/json"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/capsule-host/capsule-host/client"
 )
@@ -44,17 +41,8 @@ func TestFollowKeepsOwnerEvents(t *testing.T) {
 	}
 	t.Cleanup(func() { d.callTestcap(t, "stop", `{"id":"`+ticker+`","grace_ms":100}`) })
 
-	c := d.dial(t, false)
-	if _, err := io.WriteString(c, get("/v1/processes/"+ticker+"/logs?follow=1")); err != nil {
-		t.Fatal(err)
-	}
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("follow: %v %v", resp, err)
-	}
 	// 60 chunks: at least 60 wake-ups of the follower.
-	sc := bufio.NewScanner(resp.Body)
+	c, sc := d.follow(t, ticker)
 	for n := 0; n < 60; n++ {
 		if !sc.Scan() {
 			t.Fatalf("the follow stream ended after %d chunks: %v", n, sc.Err())

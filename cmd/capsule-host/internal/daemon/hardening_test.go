@@ -177,14 +177,11 @@ func TestBodyReadTimeout(t *testing.T) {
 	}
 }
 
-// The body deadline never cuts a streaming answer: `logs -f` keeps
-// streaming long after bodyTimeout.
-func TestFollowOutlivesBodyTimeout(t *testing.T) {
-	old := bodyTimeout
-	bodyTimeout = 200 * time.Millisecond
-	defer func() { bodyTimeout = old }()
-	d := startLive(t, nil)
-	id := d.spawnTicker(t)
+// follow opens logs?follow=1 of id on a fresh connection (30 s read
+// deadline) and returns the connection, to close (closing the body
+// would read the endless stream to its end), and the stream's lines.
+func (d *liveDaemon) follow(t *testing.T, id string) (net.Conn, *bufio.Scanner) {
+	t.Helper()
 	c := d.dial(t, false)
 	if _, err := io.WriteString(c, get("/v1/processes/"+id+"/logs?follow=1")); err != nil {
 		t.Fatal(err)
@@ -194,7 +191,18 @@ func TestFollowOutlivesBodyTimeout(t *testing.T) {
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("follow: %v %v", resp, err)
 	}
-	sc := bufio.NewScanner(resp.Body)
+	return c, bufio.NewScanner(resp.Body)
+}
+
+// The body deadline never cuts a streaming answer: `logs -f` keeps
+// streaming long after bodyTimeout.
+func TestFollowOutlivesBodyTimeout(t *testing.T) {
+	old := bodyTimeout
+	bodyTimeout = 200 * time.Millisecond
+	defer func() { bodyTimeout = old }()
+	d := startLive(t, nil)
+	id := d.spawnTicker(t)
+	c, sc := d.follow(t, id)
 	start := time.Now()
 	for time.Since(start) < 8*bodyTimeout {
 		if !sc.Scan() {

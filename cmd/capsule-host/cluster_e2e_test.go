@@ -41,13 +41,13 @@ type clusterNode struct {
 }
 
 // restart starts the node's daemon again on its state and config.
-func (n *clusterNode) restart(t *testing.T) {
+func (n *clusterNode) restart(t testing.TB) {
 	t.Helper()
 	n.d = startServe(t, n.bin, n.dir, "--on-shutdown", "stop")
 	awaitServing(t, n.c, n.d)
 }
 
-func freePeerAddr(t *testing.T) string {
+func freePeerAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,7 +59,7 @@ func freePeerAddr(t *testing.T) string {
 
 // startCluster runs one daemon per name on one real etcd, all with the
 // same cluster key, a lease TTL of ttl and the test's quotas.
-func startCluster(t *testing.T, names []string, ttl string, clusterTOML ...string) ([]*clusterNode, *etcdtest.Cluster, string) {
+func startCluster(t testing.TB, names []string, ttl string, clusterTOML ...string) ([]*clusterNode, *etcdtest.Cluster, string) {
 	t.Helper()
 	bin := builtBinary(t)
 	ec := etcdtest.Start(t, 1)
@@ -68,7 +68,7 @@ func startCluster(t *testing.T, names []string, ttl string, clusterTOML ...strin
 }
 
 // startClusterOn is startCluster on a given etcd.
-func startClusterOn(t *testing.T, bin string, ec *etcdtest.Cluster, names []string, ttl string, clusterTOML ...string) ([]*clusterNode, string) {
+func startClusterOn(t testing.TB, bin string, ec *etcdtest.Cluster, names []string, ttl string, clusterTOML ...string) ([]*clusterNode, string) {
 	t.Helper()
 	root := t.TempDir()
 	var secret [32]byte
@@ -107,7 +107,7 @@ func startClusterOn(t *testing.T, bin string, ec *etcdtest.Cluster, names []stri
 
 // stopCluster ends every node (SIGTERM: its processes are stopped) and
 // waits, bounded, until none of the test's processes is left.
-func stopCluster(t *testing.T, ns []*clusterNode, mark string) {
+func stopCluster(t testing.TB, ns []*clusterNode, mark string) {
 	t.Helper()
 	for _, n := range ns {
 		endServe(t, n.d)
@@ -121,7 +121,7 @@ func stopCluster(t *testing.T, ns []*clusterNode, mark string) {
 // no-such-process (tool_code), whatever the message says.
 const noSuchProcess = api.CodeToolError + " (" + api.CodeNoSuchProcess + "):"
 
-func toolErr(t *testing.T, c *api.Client, principal, tool string, in any) (map[string]any, string) {
+func toolErr(t testing.TB, c *api.Client, principal, tool string, in any) (map[string]any, string) {
 	t.Helper()
 	b, _ := json.Marshal(in)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

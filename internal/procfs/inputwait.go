@@ -33,33 +33,82 @@ func InputWait(pid int) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if blockedOnStdin(pid) {
+	if blockedOnStdin(pid, st) {
 		return true, nil
 	}
 	if st.SID != pid {
 		return false, nil
 	}
-	pids, err := PIDs()
+	members, err := sessionTree(pid)
 	if err != nil {
 		return false, err
 	}
-	for _, q := range pids {
-		if q == pid {
-			continue
-		}
-		if s, err := ReadStat(q); err == nil && s.SID == pid && blockedOnStdin(q) {
+	for _, q := range members {
+		if s, err := ReadStat(q); err == nil && s.SID == pid && blockedOnStdin(q, s) {
 			return true, nil
 		}
 	}
 	return false, nil
 }
 
-// blockedOnStdin is InputWait's test for one process; any read error
-// (the process is gone, no access) is "not blocked".
-func blockedOnStdin(pid int) bool {
+// sessionTree is where InputWait looks for pid's session: pid's
+// descendants, through /proc/<pid>/task/<tid>/children (a read or two per
+// process, bounded by maxTree). A session member whose parent exited was
+// re-parented outside the tree (to the subreaper) and is not seen; a scan
+// of every /proc/<pid>/stat, which would see it, costs a read per process
+// on the host (2–3 ms per status call here, far more on a busy host), so
+// it is only the fallback for a kernel without CONFIG_PROC_CHILDREN.
+func sessionTree(pid int) ([]int, error) {
+	queue, err := Children(pid)
+	if err != nil {
+		if _, serr := os.Stat("/proc/" + strconv.Itoa(pid)); serr != nil {
+			return nil, serr // gone
+		}
+		return PIDs()
+	}
+	var out []int
+	for len(queue) > 0 && len(out) < maxTree {
+		q := queue[0]
+		queue = queue[1:]
+		out = append(out, q)
+		more, _ := Children(q)
+		queue = append(queue, more...)
+	}
+	return out, nil
+}
+
+// maxTree bounds sessionTree's walk.
+const maxTree = 4096
+
+// Children lists pid's children from every thread's children file; an
+// error means the files are not there (the process is gone, or the kernel
+// lacks CONFIG_PROC_CHILDREN).
+func Children(pid int) ([]int, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, t := range tids {
+		b, err := os.ReadFile(dir + t.Name() + "/children")
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range bytes.Fields(b) {
+			if c, err := strconv.Atoi(string(f)); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
+}
+
+// blockedOnStdin is InputWait's test for one process, whose stat is
+// st; any read error (the process is gone, no access) is "not blocked".
+func blockedOnStdin(pid int, st Stat) bool {
 	dir := "/proc/" + strconv.Itoa(pid) + "/"
-	st, err := ReadStat(pid)
-	if err != nil || st.State != 'S' {
+	if st.State != 'S' {
 		return false
 	}
 	w, err := os.ReadFile(dir + "wchan")

@@ -4,6 +4,7 @@ package procfs
 
 import (
 	"os/exec"
+	"syscall"
 	"slices"
 	"testing"
 	"time"
@@ -59,5 +60,36 @@ func TestInputWaitRealProcesses(t *testing.T) {
 			t.Fatal("a busy loop read as input-wait")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A session leader waiting on its child, which reads the shared stdin
+// (a shell running a prompt's program): the leader's session is
+// input-wait through its process tree, a grandchild included.
+func TestInputWaitSessionTree(t *testing.T) {
+	leader := exec.Command("sh", "-c", "sh -c 'cat; true'; true")
+	leader.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	w, err := leader.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		w.Close()
+		leader.Wait()
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		ok, err := InputWait(leader.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a session whose grandchild cat is blocked on stdin never read as input-wait")
+		}
 	}
 }

@@ -1,11 +1,8 @@
 package bwrap
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -64,8 +61,8 @@ const startBound = 10 * time.Second
 // signalTree is one walk of signalDescendants; reached says whether a
 // process below the namespace's init was signalled.
 func signalTree(root int, sig syscall.Signal) (reached bool, _ error) {
-	kids := childrenOf
-	if _, err := childrenOf(root); err != nil {
+	kids := procfs.Children
+	if _, err := procfs.Children(root); err != nil {
 		if kids, err = scanChildren(); err != nil {
 			return false, fmt.Errorf("bwrap: scan /proc: %w: %w", sandbox.ErrUnavailable, err)
 		}
@@ -107,31 +104,7 @@ func signalTree(root int, sig syscall.Signal) (reached bool, _ error) {
 	return reached, nil
 }
 
-// childrenOf lists pid's children from every thread's children file; an
-// error means the files are not there (the process is gone, or the kernel
-// lacks CONFIG_PROC_CHILDREN).
-func childrenOf(pid int) ([]int, error) {
-	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
-	tids, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, t := range tids {
-		b, err := os.ReadFile(dir + t.Name() + "/children")
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range bytes.Fields(b) {
-			if c, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out, nil
-}
-
-// scanChildren is childrenOf from one scan of every /proc/<pid>/stat.
+// scanChildren is procfs.Children from one scan of every /proc/<pid>/stat.
 func scanChildren() (func(int) ([]int, error), error) {
 	pids, err := procfs.PIDs()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/internal/testutil"
@@ -88,4 +89,36 @@ func BenchmarkShellList(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/proc")
 		testutil.ReportCPU(b, cpu)
 	})
+}
+
+// BenchmarkShellRead is the agent's most frequent call: the shell
+// capsule's read_process_logs of a live process's 6 bytes of stdout
+// (status, then read-since of both streams), on the in-process bwrap
+// backend.
+func BenchmarkShellRead(b *testing.B) {
+	h, _ := newHostRegQuotas(b, registry.Quotas{MaxConcurrent: 4, MaxRetained: 4, MaxEntries: 8}, "shell")
+	ctx := host.WithPrincipal(context.Background(), "alice")
+	res, err := h.Call(ctx, "shell", "spawn_background_process", `{"command":"echo hello; exec sleep 600"}`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := res.Output[strings.Index(res.Output, `"id":"`)+6:]
+	id = id[:strings.IndexByte(id, '"')]
+	in := `{"id":"` + id + `"}`
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		res, err = h.Call(ctx, "shell", "read_process_logs", in)
+		if err == nil && strings.Contains(res.Output, "hello") {
+			break
+		}
+		if time.Now().After(end) {
+			b.Fatalf("read_process_logs: %v %v", res, err)
+		}
+	}
+	cpu := testutil.CPUTime()
+	for b.Loop() {
+		if res, err := h.Call(ctx, "shell", "read_process_logs", in); err != nil || !strings.Contains(res.Output, "hello") {
+			b.Fatalf("read_process_logs: %v %v", res, err)
+		}
+	}
+	testutil.ReportCPU(b, cpu)
 }

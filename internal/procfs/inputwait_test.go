@@ -4,8 +4,8 @@ package procfs
 
 import (
 	"os/exec"
-	"syscall"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 )

@@ -32,7 +32,7 @@ func TestTerminalRestartKill9(t *testing.T) {
 		testTerminalRestart(t, bin, dir, "shell")
 	})
 	t.Run("oci", func(t *testing.T) {
-		bin, dir := ociDaemonDir(t)
+		bin, dir := ociDaemonDir(t, false)
 		testTerminalRestart(t, bin, dir, "shelloci")
 	})
 }

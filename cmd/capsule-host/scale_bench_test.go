@@ -99,10 +99,8 @@ type scaleRun struct {
 
 func newScaleRun(b *testing.B, bin, lean string, n int) *scaleRun {
 	b.Helper()
-	var rnd [4]byte
-	rand.Read(rnd[:])
 	s := &scaleRun{n: n, dir: b.TempDir(), base: map[string]procfs.Footprint{}, all: map[string]procfs.Footprint{},
-		times: map[string][]time.Duration{}, mark: fmt.Sprintf("3599.%09d", binary.BigEndian.Uint32(rnd[:])%1e9)}
+		times: map[string][]time.Duration{}, mark: uniqueSleep()}
 	s.r = &clientBench{b: b, bin: bin, leanBin: lean, sock: filepath.Join(s.dir, "d.sock"), tmuxSock: filepath.Join(s.dir, "tmux.sock"),
 		env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + s.dir, "XDG_CONFIG_HOME=" + filepath.Join(s.dir, "config"), "XDG_RUNTIME_DIR="}}
 	s.startOurs(b)
@@ -251,9 +249,18 @@ func ptysFree() int {
 	return read("max") - read("nr") - read("reserve")
 }
 
-// killMarked SIGKILLs every process of this run still alive: a `sleep`
-// whose argument is the run's unique duration (a keeper that missed its
-// stop_all deadline would leave them).
+// uniqueSleep is a sleep duration no other run uses ("3599.<9 random
+// digits>" seconds): the sleepers' argv then marks them for killMarked.
+func uniqueSleep() string {
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	return fmt.Sprintf("3599.%09d", binary.BigEndian.Uint32(rnd[:])%1e9)
+}
+
+// killMarked SIGKILLs every process still alive with an argument that
+// starts with mark: a run's `sleep`s by their unique duration (a keeper
+// that missed its stop_all deadline would leave them), or what names a
+// run's directory.
 func killMarked(mark string) {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {

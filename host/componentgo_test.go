@@ -12,6 +12,7 @@ import (
 
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/component/componenttest"
+	"github.com/capsule-host/capsule-host/host/engine/enginetest"
 	"github.com/capsule-host/capsule-host/registry"
 )
 
@@ -88,4 +89,18 @@ func TestGoComponent(t *testing.T) {
 	if ps := e.reg.OperatorList(registry.OperatorFilter{Capsule: "gocomp", Principal: "alice"}); len(ps) != 0 {
 		t.Fatalf("processes left: %+v", ps)
 	}
+}
+
+// BenchmarkGoComponentCall: one warm echo call per iteration on the Go
+// testcap as a core module and as a component (goadapt + jco), medians.
+// With BenchmarkInstanceMemory in host/component, one run gives both
+// figures of RFC §17:
+//
+//	go test -run '^$' -bench 'GoComponentCall|InstanceMemory/go-' -benchtime 100x ./host/ ./host/component/
+func BenchmarkGoComponentCall(b *testing.B) {
+	if enginetest.HostEngine() == "wasmtime" {
+		b.Skip("SKIP: the wasmtime engine refuses components (ErrLinkUnsupported, RFC §17)")
+	}
+	core := filepath.Join(componenttest.Root(), "capsules", "testcap", "testcap.wasm")
+	benchCallForms(b, [2]string{core, goComponent(b)}, "gocomp", goCompManifest)
 }

@@ -12,20 +12,21 @@ import (
 )
 
 // formEnv selects the form the suite loads the Go capsules in:
-// CAPSULE_E2E_FORM=component runs it against testcap and testcap10 made
-// WebAssembly components the way a user would (componenttest.WrapGo:
-// internal/goadapt's cabi_realloc_adapter, then jco's componentEmbed +
-// componentNew with the preview1 reactor adapter; `make e2e-component`).
-// Unset, the committed core modules load. The other capsules (shell,
-// testcap12, mcp-stdio) import capsule:process@1.2.0, which no world in
-// wit/ imports and the component linker does not serve yet: they stay
-// core modules in both forms.
+// CAPSULE_E2E_FORM=component runs it against every bundled Go capsule
+// made a WebAssembly component the way a user would
+// (componenttest.WrapGo: internal/goadapt's cabi_realloc_adapter, then
+// jco's componentEmbed + componentNew with the preview1 reactor adapter,
+// for the world of the contract version its manifest imports; `make
+// e2e-component`). Unset, the committed core modules load.
 const formEnv = "CAPSULE_E2E_FORM"
 
 // componentWorlds are the WIT worlds the component form wraps for.
 var componentWorlds = map[string]string{
 	"testcap":   "capsule:guest/capsule",
 	"testcap10": "capsule:guest/capsule-ephemeral",
+	"testcap12": "capsule:process/capsule-terminal@1.2.0",
+	"shell":     "capsule:process/capsule-terminal@1.2.0",
+	"mcp-stdio": "capsule:guest/capsule",
 }
 
 var (

@@ -96,7 +96,7 @@ func TestGoComponent(t *testing.T) {
 // With BenchmarkInstanceMemory in host/component, one run gives both
 // figures of RFC §17:
 //
-//	go test -run '^$' -bench 'GoComponentCall|InstanceMemory/go-' -benchtime 100x ./host/ ./host/component/
+//	go test -run '^$' -bench 'GoComponentCall|InstanceMemory/go-' -benchtime 300x ./host/ ./host/component/
 func BenchmarkGoComponentCall(b *testing.B) {
 	if enginetest.HostEngine() == "wasmtime" {
 		b.Skip("SKIP: the wasmtime engine refuses components (ErrLinkUnsupported, RFC §17)")

@@ -1,7 +1,7 @@
 package goadapt
 
-// allocBody is the injected function's body after its locals, for
-// cabi_realloc_adapter(old_ptr, old_size, align, new_size) -> ptr with
+// allocBody is the injected function's code entry (size, locals, code)
+// for cabi_realloc_adapter(old_ptr, old_size, align, new_size) -> ptr with
 // locals 4 (p) and 5 (end), both i64 so that no sum wraps:
 //
 //	if old_ptr != 0: unreachable          (the adapter never reallocates)
@@ -10,8 +10,6 @@ package goadapt
 //	end = p + new_size
 //	if end > arena end: unreachable       (arena exhausted)
 //	next = end; return p
-//
-// G and E mark where the global index and the arena's end go.
 func allocBody(global uint32, arenaEnd uint64) []byte {
 	g := appendULEB(nil, uint64(global))
 	var b []byte

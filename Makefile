@@ -19,7 +19,7 @@ APT_COMMANDS := runc bwrap busybox wat2wasm gcc etcd tmux python3 clang wasm-ld
 RACE_PKGS    := ./host/... ./registry/... ./sandbox/... ./capsules/internal/e2e/...
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build demo test deps go-deps npm-deps mcp-client vet hygiene funclen unit abi-tests wasmtime-leg purego capsules verify-capsules bench bench-smoke fuzz e2e clean
+.PHONY: all build demo test deps go-deps npm-deps mcp-client vet hygiene funclen unit e2e-component abi-tests wasmtime-leg purego capsules verify-capsules bench bench-smoke fuzz e2e clean
 
 all: build
 
@@ -95,6 +95,15 @@ unit:
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	$(GO) test -timeout $(TEST_TIMEOUT) $$($(GO) list ./capsules/... ./cmd/... ./internal/... | grep -v /capsules/internal/e2e)
 	cd internal/benchdoc && $(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(MAKE) e2e-component
+
+# e2e-component runs the end-to-end suite again with every bundled Go
+# capsule made a component (internal/goadapt, then jco; built once into
+# host/component/testdata/build/.cache, about a minute on 2 cores); see
+# capsules/internal/e2e/form_test.go. E2E_COMPONENT_RUN narrows it.
+E2E_COMPONENT_RUN ?= .
+e2e-component:
+	CAPSULE_E2E_FORM=component $(GO) test -timeout $(TEST_TIMEOUT) -run '$(E2E_COMPONENT_RUN)' ./capsules/internal/e2e/
 
 abi-tests:
 	cd abi-tests && $(GO) test -timeout $(TEST_TIMEOUT) ./...

@@ -69,11 +69,18 @@ func BenchmarkCComponentLoad(b *testing.B) {
 // BenchmarkCComponentCall: one warm echo call on each form's pool per
 // iteration. Run: go test -run '^$' -bench CComponentCall -benchtime 2000x ./host/
 func BenchmarkCComponentCall(b *testing.B) {
-	forms := cForms(b)
+	benchCallForms(b, cForms(b), "ccap", ccapManifest)
+}
+
+// benchCallForms loads forms[0] (a core module) and forms[1] (the same
+// capsule as a component) as capsule name in two hosts and times one
+// warm echo call on each per iteration, reporting the medians, their
+// ratio and the means.
+func benchCallForms(b *testing.B, forms [2]string, name, manifest string) {
 	var hosts [2]*env
 	for i, wasm := range forms {
 		hosts[i] = newHost(b, func(c *host.Config) { c.CallTimeout = time.Minute })
-		if _, err := hosts[i].h.Load(context.Background(), capsuleDir(b, "ccap", wasm, ccapManifest)); err != nil {
+		if _, err := hosts[i].h.Load(context.Background(), capsuleDir(b, name, wasm, manifest)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -82,7 +89,7 @@ func BenchmarkCComponentCall(b *testing.B) {
 	for b.Loop() {
 		for i, e := range hosts {
 			t0 := time.Now()
-			if _, err := e.h.Call(ctx, "ccap", "echo", `{"n":1}`); err != nil {
+			if _, err := e.h.Call(ctx, name, "echo", `{"n":1}`); err != nil {
 				b.Fatal(err)
 			}
 			per[i] = append(per[i], time.Since(t0))

@@ -2,14 +2,18 @@ package component
 
 import "fmt"
 
-// A Go (gc) wasip1 reactor cannot run wrapped with the preview1 reactor
-// adapter, on this host or any other: the adapter allocates its state
-// through the main module's cabi_realloc ("__main_module__") on the
-// first WASI call, which Go's runtime makes inside _initialize, before
-// any go:wasmexport may run. Go throws, the throw's own write re-enters
-// the adapter, and the start function dies out of bounds. The producers
-// section says which language built the module, so Compile refuses the
-// combination by name instead of trapping at the first instance.
+// A Go (gc) wasip1 reactor wrapped with the preview1 reactor adapter
+// runs only if the adapter's allocator is not Go code: the adapter
+// allocates its state through the main module's cabi_realloc
+// ("__main_module__") on the first WASI call, which Go's runtime makes
+// inside _initialize, before any go:wasmexport may run. Go throws, the
+// throw's own write re-enters the adapter, and the start function dies
+// out of bounds. wit-component binds that import to the main module's
+// cabi_realloc_adapter export when there is one; internal/goadapt adds
+// one written in wasm (a bump allocator over an arena capsules/sdk
+// reserves). So Compile refuses, by name, a Go module (its producers
+// section says which language built it) whose export the adapter would
+// call is anything else, instead of trapping at the first instance.
 func refuseGoAdapter(m *coreModule, args map[string]coreInst, off int) *Error {
 	inst, ok := args["__main_module__"].(bagInst)
 	if !ok {
@@ -17,15 +21,19 @@ func refuseGoAdapter(m *coreModule, args map[string]coreInst, off int) *Error {
 	}
 	_, wants := m.importFuncs[[2]string{"__main_module__", "cabi_realloc"}]
 	it, ok := inst["cabi_realloc"]
-	if !wants || !ok || it.from == nil || !it.from.goRuntime {
+	if !wants || !ok || it.from == nil || !it.from.goRuntime || it.export == goAdapterRealloc {
 		return nil
 	}
 	return &Error{Section: "core instance", Offset: off,
-		Construct: "a Go (gc) wasip1 reactor wrapped with the wasi_snapshot_preview1 adapter",
-		Reason:    fmt.Sprintf("the adapter calls the Go module's cabi_realloc during Go's _initialize, before the Go runtime can run a go:wasmexport (%s)", it.what),
-		Hint:      "load the wasip1 core module itself (Capsule.toml's module), or build the guest for wasip2 directly",
+		Construct: "a Go (gc) wasip1 reactor wrapped with the wasi_snapshot_preview1 adapter, without " + goAdapterRealloc,
+		Reason:    fmt.Sprintf("the adapter would call the Go module's %s during Go's _initialize, before the Go runtime can run a go:wasmexport (%s)", it.export, it.what),
+		Hint:      "add " + goAdapterRealloc + " before componentNew (`go run ./internal/goadapt/cmd/goadapt IN.wasm OUT.wasm`, for a capsules/sdk guest), or load the wasip1 core module itself (Capsule.toml's module)",
 		kind:      ErrUnsupported}
 }
+
+// goAdapterRealloc is the main-module export wit-component gives the
+// preview1 adapter as its cabi_realloc, when the module has it.
+const goAdapterRealloc = "cabi_realloc_adapter"
 
 // producedByGo reports whether a core module's producers custom
 // section lists language Go.

@@ -49,8 +49,10 @@ type coreItem struct {
 	typed           bool
 	// what names the item for errors ("capsule:process/host@1.1.0 spawn").
 	what string
-	// from is the core module exporting it, if it is a module's export.
-	from *coreModule
+	// from is the core module exporting it, if it is a module's export,
+	// and export the name it exports it by.
+	from   *coreModule
+	export string
 }
 
 // coreInst is a core instance: instantiated or a bag of exports.
@@ -74,7 +76,7 @@ func (r *realInst) export(name string) (coreItem, bool) {
 	if !ok {
 		return coreItem{}, false
 	}
-	it := coreItem{kind: k, what: fmt.Sprintf("%s export %q", r.what, name), from: r.mod}
+	it := coreItem{kind: k, what: fmt.Sprintf("%s export %q", r.what, name), from: r.mod, export: name}
 	if k == engine.ExternFunc {
 		d := r.mod.exportFuncs[name]
 		it.params, it.results, it.typed = d.Params, d.Results, true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/capsule-host/capsule-host/host/component"
@@ -14,18 +15,22 @@ import (
 	"github.com/capsule-host/capsule-host/host/process"
 )
 
-// BenchmarkInstanceMemory: instantiating one pooled instance, and the
-// linear memory it holds right after (mem-bytes), for the componentize-js
-// capsule, for the Go testcap as a core module and for the C capsule in
-// both forms, in one run. Run:
+// BenchmarkInstanceMemory: instantiating one pooled instance, the
+// linear memory it holds right after (mem-bytes), and the host heap a
+// live instance keeps (heap-bytes/inst: linear memories are Go slices in
+// wazero, so this includes them), for the componentize-js capsule, for
+// the Go testcap as a core module and as a component (goadapt + jco), and
+// for the C capsule in both forms, in one run. Run:
 // go test -run XXX -bench InstanceMemory -benchtime 5x ./host/component
 func BenchmarkInstanceMemory(b *testing.B) {
 	funcs := process.HostFuncs(nil) // never called: instantiation makes no host calls
 	b.Run("js-component", func(b *testing.B) {
 		instances(b, compileComponent(b, componenttest.BuildJS(b, filepath.Join(componenttest.Dir(), "..", "jscap", "capsule.js"), "capsule:guest/capsule", false)))
 	})
-	b.Run("go-core", func(b *testing.B) {
-		instances(b, compileCore(b, funcs, filepath.Join(componenttest.Root(), "capsules/testcap/testcap.wasm")))
+	testcap := filepath.Join(componenttest.Root(), "capsules/testcap/testcap.wasm")
+	b.Run("go-core", func(b *testing.B) { instances(b, compileCore(b, funcs, testcap)) })
+	b.Run("go-component", func(b *testing.B) {
+		instances(b, compileComponent(b, componenttest.WrapGo(b, testcap, "capsule:guest/capsule")))
 	})
 	ccore := func(b *testing.B) string {
 		return componenttest.CompileC(b, filepath.Join(componenttest.Dir(), "..", "ccap", "capsule.c"))
@@ -38,7 +43,7 @@ func BenchmarkInstanceMemory(b *testing.B) {
 
 // compileComponent compiles the component at path with capsule:process
 // and WASI 0.2 served; it is closed with the benchmark.
-func compileComponent(b *testing.B, path string) engine.Module {
+func compileComponent(b testing.TB, path string) engine.Module {
 	ctx := context.Background()
 	funcs := process.HostFuncs(nil)
 	eng := newBenchEngine(b, nil)
@@ -77,7 +82,7 @@ func compileCore(b *testing.B, funcs []engine.HostFunc, path string) engine.Modu
 	return m
 }
 
-func newBenchEngine(b *testing.B, funcs []engine.HostFunc) engine.Engine {
+func newBenchEngine(b testing.TB, funcs []engine.HostFunc) engine.Engine {
 	e, err := wazero.New(context.Background(), engine.EngineConfig{CacheDir: filepath.Join(componenttest.Dir(), ".cache", "wazero")}, funcs)
 	if err != nil {
 		b.Fatal(err)
@@ -98,4 +103,32 @@ func instances(b *testing.B, m engine.Module) {
 		in.Close(ctx)
 	}
 	b.ReportMetric(float64(mem), "mem-bytes")
+	b.ReportMetric(float64(heldPerInstance(b, m)), "heap-bytes/inst")
+}
+
+// heldPerInstance is the host heap that live instances of m keep, each:
+// the live heap after a GC with heldInstances of them open, less before.
+func heldPerInstance(b *testing.B, m engine.Module) uint64 {
+	const heldInstances = 4
+	ctx := context.Background()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	var live []engine.Instance
+	for range heldInstances {
+		in, err := m.Instantiate(ctx, engine.InstanceConfig{Name: "held"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		live = append(live, in)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	for _, in := range live {
+		in.Close(ctx)
+	}
+	if after.HeapAlloc < before.HeapAlloc {
+		return 0
+	}
+	return (after.HeapAlloc - before.HeapAlloc) / heldInstances
 }

@@ -115,7 +115,7 @@ func newHostRegConfig(t testing.TB, mut func(*registry.Config), capsules ...stri
 	}
 	t.Cleanup(func() { h.Close(context.Background()) })
 	for _, c := range capsules {
-		if _, err := h.Load(context.Background(), filepath.Join(capsulesDir(t), c)); err != nil {
+		if _, err := h.Load(context.Background(), capsuleDir(t, c)); err != nil {
 			t.Fatalf("load %s: %v", c, err)
 		}
 	}

@@ -233,7 +233,7 @@ const hammerConcurrent = 6
 // make 32 callers queue and churn through instances.
 func hammerCapsule(t *testing.T, name string) string {
 	t.Helper()
-	src := filepath.Join(capsulesDir(t), "testcap")
+	src := capsuleDir(t, "testcap")
 	toml, err := os.ReadFile(filepath.Join(src, "Capsule.toml"))
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +249,8 @@ func hammerCapsule(t *testing.T, name string) string {
 		s = strings.Replace(s, old, new, 1)
 	}
 	s += fmt.Sprintf("\n[limits]\nmax_concurrent = %d\n", hammerConcurrent)
-	wasm, err := os.ReadFile(filepath.Join(src, "testcap.wasm"))
+	mod := moduleLine.FindStringSubmatch(s)[1] // testcap.wasm, or the component
+	wasm, err := os.ReadFile(filepath.Join(src, mod))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func hammerCapsule(t *testing.T, name string) string {
 	if err := os.WriteFile(filepath.Join(dir, "Capsule.toml"), []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "testcap.wasm"), wasm, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, mod), wasm, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -131,6 +131,9 @@ func TestSpawnBlocking(t *testing.T) {
 func TestHandleOps(t *testing.T) {
 	for _, tool := range []string{"spawn_background_ops", "v1_spawn_background_ops"} {
 		t.Run(tool, func(t *testing.T) {
+			if strings.HasPrefix(tool, "v1_") && skipMixedVersions(t, "testcap") {
+				t.SkipNow()
+			}
 			e := newEnv(t, "testcap")
 			out, _ := tc[opsOut](e, "alice", tool, map[string]any{
 				// A background process's stdin stays open after the
@@ -387,6 +390,9 @@ func TestSpawnPersistentOptions(t *testing.T) {
 func TestV1Only(t *testing.T) {
 	e := newEnv(t, "testcap", "testcap10")
 	for _, c := range []string{"testcap", "testcap10"} {
+		if skipMixedVersions(t, c) {
+			continue
+		}
 		var r resp[process.ProcessResult]
 		e.call("alice", c, "v1_spawn", sh("echo v1; exit 4"), &r)
 		if r.Error != nil || string(r.OK.Stdout) != "v1\n" || code(r.OK.Exit) != 4 {

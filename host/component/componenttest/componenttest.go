@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/goadapt"
 	"github.com/capsule-host/capsule-host/wit"
 )
 
@@ -52,6 +53,70 @@ func Wrap(t testing.TB, core, world string) string {
 	cmd.Dir = Dir()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("jco build of %s: %v\n%s", core, err, b)
+	}
+	return out
+}
+
+// WrapGo turns a Go capsule's core module at core (built with
+// capsules/sdk) into a component that runs: goadapt.Inject adds the
+// cabi_realloc_adapter wit-component hands the preview1 adapter, then
+// Wrap. The component is kept under testdata/build/.cache (git-ignored),
+// keyed by the SHA-256 of the adapted module, the world, the lockfile,
+// the build script and the WIT files, so a test binary that asks again
+// (or the next run) reuses it and a changed input rebuilds it.
+func WrapGo(t testing.TB, core, world string) string {
+	t.Helper()
+	needJco(t)
+	in, err := os.ReadFile(core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapted, _, err := goadapt.Inject(in)
+	if err != nil {
+		t.Fatalf("goadapt %s: %v", core, err)
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "go %d %s\n", len(adapted), world)
+	h.Write(adapted)
+	wits, _ := filepath.Glob(filepath.Join(Root(), "wit", "*", "*.wit"))
+	for _, p := range append([]string{filepath.Join(Dir(), "package-lock.json"), filepath.Join(Dir(), "build.mjs")}, wits...) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", filepath.Base(p), len(b))
+		h.Write(b)
+	}
+	out := filepath.Join(Dir(), ".cache", "go-"+hex.EncodeToString(h.Sum(nil))[:16]+".wasm")
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	src := filepath.Join(t.TempDir(), filepath.Base(core))
+	if err := os.WriteFile(src, adapted, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	built := Wrap(t, src, world)
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(built)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Written whole under a temporary name: a concurrent test binary
+	// sees the old state or the complete file.
+	tmp, err := os.CreateTemp(filepath.Dir(out), "go-*.tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr != nil || cerr != nil {
+		os.Remove(tmp.Name())
+		t.Fatal(werr, cerr)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		os.Remove(tmp.Name())
+		t.Fatal(err)
 	}
 	return out
 }

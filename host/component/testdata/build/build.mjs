@@ -45,15 +45,19 @@ async function witFiles(dir) {
   return files;
 }
 
+// A world with a version (capsule:process/capsule-terminal@1.2.0) names
+// its package's version too: the header is that version's package.
 async function witSource(dir, world) {
-  const main = world.split('/')[0];
+  const [main, name] = world.split('/');
+  const version = name.includes('@') ? name.split('@')[1] : '';
+  const isHead = (pkg) => version ? pkg === `${main}@${version}` : pkg.split('@')[0] === main;
   let head = '';
   const nested = [];
   for (const f of await witFiles(dir)) {
     const text = await readFile(f, 'utf8');
     const m = text.match(/^package\s+([^;\s]+)\s*;/m);
     if (!m) throw new Error(`${f}: no package declaration`);
-    if (m[1].split('@')[0] === main && !head) head = text;
+    if (isHead(m[1]) && !head) head = text;
     else nested.push(`package ${m[1]} {\n${text.replace(m[0], '')}\n}\n`);
   }
   if (!head) throw new Error(`no package ${main} in ${dir}`);

@@ -87,6 +87,18 @@ func TestMCPStdioEverythingServer(t *testing.T) {
 		t.Errorf("list_tools did not move the cursor on: %q after %q", lt.Cursor, st.Cursor)
 	}
 
+	// The calls come from two principals, each on its own server: the
+	// pool's fair share (max_per_principal, half of max by default)
+	// holds one principal to 2 of the 4 instances, so a third instance
+	// is only ever seen with a second caller (RFC §19).
+	var carol struct {
+		ID     string `json:"id"`
+		Cursor string `json:"cursor"`
+	}
+	e.call("carol", cap, "start_server", map[string]any{"command": "node", "args": []string{script, "stdio"}}, &carol)
+	t.Cleanup(func() { _, _ = e.try("carol", cap, "stop_server", map[string]any{"id": carol.ID, "grace_ms": 0}) })
+	callers := [2]struct{ who, id, cursor string }{{"alice", st.ID, st.Cursor}, {"carol", carol.ID, carol.Cursor}}
+
 	instances := map[uint64]bool{}
 	var mu sync.Mutex
 	for round := 0; round < 10 && len(instances) < 3; round++ {
@@ -96,7 +108,8 @@ func TestMCPStdioEverythingServer(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				inst, err := echoRound(e, st.ID, st.Cursor, fmt.Sprintf("r%d-g%d", round, g))
+				c := callers[g%2]
+				inst, err := echoRound(e, c.who, c.id, c.cursor, fmt.Sprintf("r%d-g%d", round, g))
 				if err != nil {
 					errs <- err
 					return
@@ -151,11 +164,11 @@ func TestMCPStdioEverythingServer(t *testing.T) {
 	}
 }
 
-// echoRound lists the server's tools and calls its echo tool, returning
-// the instances the two calls ran on.
-func echoRound(e *env, id, cursor, msg string) ([2]uint64, error) {
+// echoRound lists the server's tools and calls its echo tool as who,
+// returning the instances the two calls ran on.
+func echoRound(e *env, who, id, cursor, msg string) ([2]uint64, error) {
 	var inst [2]uint64
-	r, err := e.try("alice", "mcp-stdio", "list_tools", map[string]any{"id": id, "cursor": cursor})
+	r, err := e.try(who, "mcp-stdio", "list_tools", map[string]any{"id": id, "cursor": cursor})
 	if err != nil {
 		return inst, fmt.Errorf("list_tools: %w", err)
 	}
@@ -166,7 +179,7 @@ func echoRound(e *env, id, cursor, msg string) ([2]uint64, error) {
 		return inst, fmt.Errorf("list_tools: %s", r.Output)
 	}
 	inst[0] = r.Instance
-	r, err = e.try("alice", "mcp-stdio", "call_tool", map[string]any{"id": id, "name": "echo", "arguments": map[string]any{"message": msg}})
+	r, err = e.try(who, "mcp-stdio", "call_tool", map[string]any{"id": id, "name": "echo", "arguments": map[string]any{"message": msg}})
 	if err != nil {
 		return inst, fmt.Errorf("call_tool: %w", err)
 	}

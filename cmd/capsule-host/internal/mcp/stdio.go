@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"sync"
 
@@ -20,16 +19,16 @@ import (
 // (-32600) with id null, and passes every good line through untouched.
 
 // StdioTransport returns the transport for `capsule-host mcp`: in and out
-// are stdin and stdout, with bad lines answered and skipped.
+// are stdin and stdout, with bad lines answered and skipped. The lines are
+// screened inside the SDK's own reads (guardReader), not by a goroutine
+// feeding it through a pipe: one goroutine hand-off less per message.
 func StdioTransport(in io.Reader, out io.Writer) mcp.Transport {
 	w := &lockedWriter{w: out}
-	pr, pw := io.Pipe()
-	go guardLines(in, pw, w)
-	return &mcp.IOTransport{Reader: pr, Writer: w}
+	return &mcp.IOTransport{Reader: &guardReader{br: bufio.NewReaderSize(in, 64<<10), out: w}, Writer: w}
 }
 
 // lockedWriter serializes whole writes: the SDK writes one message (with
-// its newline) per Write, and so does guardLines.
+// its newline) per Write, and so does guardReader.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -43,28 +42,40 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 func (l *lockedWriter) Close() error { return nil }
 
-// guardLines copies in to pw line by line, answering on out for the lines
-// it drops. It ends (closing pw) at in's end or error.
-func guardLines(in io.Reader, pw *io.PipeWriter, out io.Writer) {
-	br := bufio.NewReaderSize(in, 64<<10)
-	for {
-		line, tooLong, err := readLine(br, mcp.DefaultMaxLineLength)
+// guardReader hands the SDK stdin line by line, answering on out for the
+// lines it drops. Its end is in's end (io.EOF) or error.
+type guardReader struct {
+	br      *bufio.Reader
+	out     io.Writer
+	pending []byte // the rest of the good line being read
+	err     error
+}
+
+func (g *guardReader) Read(p []byte) (int, error) {
+	for len(g.pending) == 0 {
+		if g.err != nil {
+			return 0, g.err
+		}
+		line, tooLong, err := readLine(g.br, mcp.DefaultMaxLineLength)
 		if t := bytes.TrimSpace(line); len(t) > 0 || tooLong {
 			if code, msg := lineProblem(t, tooLong); code != 0 {
-				writeRPCError(out, code, msg)
-			} else if _, werr := pw.Write(append(t, '\n')); werr != nil {
-				return
+				writeRPCError(g.out, code, msg)
+			} else {
+				g.pending = append(t, '\n')
 			}
 		}
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = nil
-			}
-			pw.CloseWithError(err)
-			return
+			g.err = err // io.EOF included: the SDK ends the session on it
 		}
 	}
+	n := copy(p, g.pending)
+	g.pending = g.pending[n:]
+	return n, nil
 }
+
+// Close leaves stdin open: a read blocked on it ends with stdin's end,
+// and the process ends with its session.
+func (g *guardReader) Close() error { return nil }
 
 // readLine reads one line of at most max bytes; the rest of a longer line
 // is read and dropped, and tooLong reports it.

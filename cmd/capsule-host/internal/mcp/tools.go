@@ -186,18 +186,26 @@ func (s *Server) progress(ctx context.Context, req *mcp.CallToolRequest) func() 
 // callResult renders a tool's output: structuredContent is the output when
 // it is a JSON object, else {"result": output} (MCP wants an object there);
 // the text is the output itself when it is a JSON string, else its JSON.
+// Valid output goes on as raw JSON, as the SDK does for typed tools: not
+// decoded into maps and encoded again per call, and its numbers and key
+// order stay as the tool wrote them.
 func callResult(out json.RawMessage) *mcp.CallToolResult {
-	var v any
-	if err := json.Unmarshal(out, &v); err != nil {
-		v = string(out)
-	}
-	var structured any = map[string]any{"result": v}
-	if obj, ok := v.(map[string]any); ok {
-		structured = obj
+	t := bytes.TrimSpace(out)
+	if !json.Valid(t) {
+		// Not JSON (the daemon sends JSON; this is the fallback): a string.
+		s := string(out)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}, StructuredContent: map[string]any{"result": s}}
 	}
 	text := string(out)
-	if str, ok := v.(string); ok {
-		text = str
+	if t[0] == '"' {
+		var str string
+		if json.Unmarshal(t, &str) == nil {
+			text = str
+		}
+	}
+	structured := json.RawMessage(t)
+	if t[0] != '{' {
+		structured = json.RawMessage(`{"result":` + string(t) + `}`)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: structured}
 }

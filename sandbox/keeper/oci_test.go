@@ -120,6 +120,81 @@ func testKeeperKilledOCI(t *testing.T, killMonitor bool) {
 	}
 }
 
+// TestKeeperStopAllOCIQuiesces: a keeper that stops all its containers
+// exits only once their monitors are gone. A monitor outlives its
+// container by a runc delete and two writes into the state directory;
+// before the keeper waited for them, a test removing the state right
+// after the keeper's exit raced those writes ("directory not empty", a
+// CI failure of TestDurableRestartOCI).
+func TestKeeperStopAllOCIQuiesces(t *testing.T) {
+	dir := newDir(t)
+	marker := filepath.Base(dir)
+	cfg := ociConfig(t, dir)
+	p, err := keeper.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, dir)
+	ctx := ctxT(t, 90*time.Second)
+	var refs []sandbox.Ref
+	for i := 0; i < 3; i++ {
+		ws := t.TempDir()
+		sp := spec(marker, "/bin/sh", "-c", "echo up; while :; do sleep 1; done", marker)
+		sp.Cwd, sp.Env = ws, []string{"PATH=/bin"}
+		sp.Isolation = sandbox.IsolationSpec{Workspace: ws, Profile: "default"}
+		st, err := c.Start(ctx, sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, c.Log(st.Ref, keeper.Stdout), 30*time.Second, func(b []byte) bool { return string(b) == "up\n" })
+		refs = append(refs, st.Ref)
+	}
+	containers := filepath.Join(cfg.OCI.Root, "containers")
+	monitors := monitorsOf(t, containers)
+	if len(monitors) != len(refs) {
+		t.Fatalf("%d monitors recorded for %d containers", len(monitors), len(refs))
+	}
+	if err := c.Shutdown(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		t.Fatal("the keeper did not exit after shutdown with stop_all")
+	}
+	for _, m := range monitors {
+		if alive(m[0], uint64(m[1])) {
+			t.Errorf("monitor %d still runs after its keeper stopped all and exited", m[0])
+		}
+	}
+	if g := guests(marker); len(g) != 0 {
+		t.Errorf("container processes left after stop_all: %v", g)
+	}
+}
+
+// monitorsOf reads the monitor PID and start tick of every container
+// under dir from its state.json.
+func monitorsOf(t *testing.T, dir string) [][2]int {
+	t.Helper()
+	var out [][2]int
+	ents, _ := os.ReadDir(dir)
+	for _, de := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, de.Name(), "state.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct {
+			PID   int    `json:"monitor_pid"`
+			Start uint64 `json:"monitor_start"`
+		}
+		if err := json.Unmarshal(b, &st); err != nil || st.PID <= 0 {
+			t.Fatalf("state.json of %s: %v (%s)", de.Name(), err, b)
+		}
+		out = append(out, [2]int{st.PID, int(st.Start)})
+	}
+	return out
+}
+
 // entries counts what a directory holds (0 if it does not exist).
 func entries(t *testing.T, dir string) int {
 	t.Helper()
@@ -134,23 +209,11 @@ func entries(t *testing.T, dir string) int {
 // and start time are in the container's state.json).
 func killMonitors(t *testing.T, dir string) {
 	t.Helper()
-	ents, _ := os.ReadDir(dir)
-	for _, de := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, de.Name(), "state.json"))
-		if err != nil {
-			t.Fatal(err)
+	for _, m := range monitorsOf(t, dir) {
+		if alive(m[0], uint64(m[1])) {
+			syscall.Kill(m[0], syscall.SIGKILL)
 		}
-		var st struct {
-			PID   int    `json:"monitor_pid"`
-			Start uint64 `json:"monitor_start"`
-		}
-		if err := json.Unmarshal(b, &st); err != nil || st.PID <= 0 {
-			t.Fatalf("state.json of %s: %v (%s)", de.Name(), err, b)
-		}
-		if alive(st.PID, st.Start) {
-			syscall.Kill(st.PID, syscall.SIGKILL)
-		}
-		waitDead(t, st.PID, st.Start, 10*time.Second)
+		waitDead(t, m[0], uint64(m[1]), 10*time.Second)
 	}
 }
 

@@ -187,6 +187,7 @@ func (s *server) run(ctx context.Context, ln *net.UnixListener) error {
 		s.stopAll()
 	case <-s.quit:
 	}
+	s.quiesce()
 	ln.Close()
 	<-accepted
 	if err := os.Remove(filepath.Join(s.cfg.Dir, SocketName)); err != nil {
@@ -206,6 +207,26 @@ func (s *server) run(ctx context.Context, ln *net.UnixListener) error {
 	}
 	s.logf("stopped")
 	return nil
+}
+
+// quiescer is an embedded backend whose helpers outlive a process's exit
+// by a moment (OCI's monitors delete the runtime's container after it).
+type quiescer interface {
+	Quiesce(ctx context.Context) error
+}
+
+// quiesce waits, bounded, for the backend's helpers before the keeper
+// exits: once it is gone nothing it started writes into its state.
+func (s *server) quiesce() {
+	q, ok := s.backend.(quiescer)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stopSlack)
+	defer cancel()
+	if err := q.Quiesce(ctx); err != nil {
+		s.logf("backend helpers not all gone at exit: %v", err)
+	}
 }
 
 func (s *server) accept(ln *net.UnixListener) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -181,6 +182,33 @@ func (c *container) destroy(ctx context.Context) error {
 		return fmt.Errorf("oci cleanup %s: %w", c.id, errors.Join(errs...))
 	}
 	return nil
+}
+
+// Quiesce waits for the monitors of this Backend's exited containers:
+// each outlives its container's exit by a runc delete and two small
+// writes into the state directory. A keeper calls it before it exits, so
+// that nothing it started still writes into its state once it is gone (a
+// loaded TestDurableRestartOCI removed the state directory under a
+// monitor writing its "deleted" marker after the keeper's stop_all).
+// Each wait is bounded as in Cleanup; the error is ctx's.
+func (b *Backend) Quiesce(ctx context.Context) error {
+	prefix := filepath.Join(b.root, "containers") + string(filepath.Separator)
+	var cs []*container
+	live.Lock()
+	for sdir, c := range live.m {
+		if strings.HasPrefix(sdir, prefix) && c.exited() {
+			cs = append(cs, c)
+		}
+	}
+	live.Unlock()
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = c.awaitMonitor(ctx) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // awaitMonitor: after the exit, the monitor ends leftovers at the drain

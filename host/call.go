@@ -152,12 +152,15 @@ func (h *Host) acquire(ctx context.Context, c *Capsule, tool string, start time.
 		}
 		in, err = c.pool.acquire(ctx)
 	}
+	// An instance made for this call under its context fails with the
+	// engine's interruption (a trap) when the deadline passes mid
+	// instantiation: that is the call's timeout too, not a broken capsule.
 	switch {
 	case err == nil:
 		return c, in, nil
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return nil, nil, &TimeoutError{Capsule: capsule, Tool: tool, After: time.Since(start), Waiting: true}
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled) || errors.Is(ctx.Err(), context.Canceled):
 		return nil, nil, fmt.Errorf("%w: capsule %q tool %q: %w", ErrCancelled, capsule, tool, err)
 	case errors.Is(err, ErrUnknownCapsule):
 		return nil, nil, fmt.Errorf("capsule %q tool %q: %w", capsule, tool, err)

@@ -34,7 +34,7 @@ max = 3
 // would: goadapt's cabi_realloc_adapter, then jco with the reactor
 // adapter (componenttest.WrapGo).
 func goComponent(t testing.TB) string {
-	return componenttest.WrapGo(t, filepath.Join(componenttest.Root(), "capsules", "testcap", "testcap.wasm"), "capsule:guest/capsule")
+	return componenttest.WrapGo(t, componenttest.Testcap(t), "capsule:guest/capsule")
 }
 
 // TestGoComponent: the Go testcap as a component loads (the adapter's

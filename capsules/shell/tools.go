@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/capsule-host/capsule-host/capsules/sdk/process"
+	"github.com/capsule-host/capsule-host/capsules/sdk/terminal"
 )
 
 // Bounds. maxYieldMS stays well under the host's per-call deadline (30 s
@@ -298,7 +299,7 @@ func runShellCommand(in runIn) (any, error) {
 	}
 	// Started as a persistent process from the beginning: if it outlives
 	// yield_ms, returning is all "moving to the background" takes.
-	id, err := process.SpawnPersistent(shellRequest(in.Command, in.Cwd), process.PersistOptions{
+	id, err := terminal.SpawnPersistent(shellRequest(in.Command, in.Cwd), process.PersistOptions{
 		Label:         process.Ptr(labelFor(in.Command)),
 		MaxLifetimeMS: in.TimeoutMS,
 	})
@@ -327,7 +328,7 @@ func runShellCommand(in runIn) (any, error) {
 	if err != nil {
 		return nil, fail(tool, err)
 	}
-	st, err := process.Status(id)
+	st, err := terminal.Status(id)
 	if err != nil {
 		return nil, fail(tool, err)
 	}
@@ -354,7 +355,7 @@ func spawnBackground(in spawnIn) (any, error) {
 	if in.Label != nil {
 		label = *in.Label
 	}
-	id, err := process.SpawnPersistent(shellRequest(in.Command, in.Cwd), process.PersistOptions{
+	id, err := terminal.SpawnPersistent(shellRequest(in.Command, in.Cwd), process.PersistOptions{
 		Label:         &label,
 		KeepStdinOpen: in.KeepStdinOpen,
 		MaxLifetimeMS: in.TimeoutMS,
@@ -376,7 +377,7 @@ func readProcessLogs(in readIn) (any, error) {
 		max = *in.MaxBytes
 	}
 	// Status first: if it says exited, the read below sees the final log.
-	st, err := process.Status(in.ID)
+	st, err := terminal.Status(in.ID)
 	if err != nil {
 		return nil, fail(tool, err)
 	}
@@ -418,7 +419,7 @@ type procOut struct {
 }
 
 func listProcesses(in listIn) (any, error) {
-	infos, err := process.ListProcesses(in.Label)
+	infos, err := terminal.ListProcesses(in.Label)
 	if err != nil {
 		return nil, fail("list_processes", err)
 	}
@@ -442,7 +443,7 @@ func killProcess(in killIn) (any, error) {
 		return nil, fail(tool, err)
 	}
 	var reason *process.ExitReason
-	if st, err := process.Status(in.ID); err == nil {
+	if st, err := terminal.Status(in.ID); err == nil {
 		reason = st.ExitReason
 	}
 	return map[string]any{"id": in.ID, "running": false, "exit": exitOf(&e, reason)}, nil

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	testtools.RegisterV11()
+	testtools.RegisterV11(tier11())
 	testtools12.Register()
 }
 

@@ -22,6 +22,17 @@ type linker struct {
 	res     map[*ownResource]*handles
 	// lowered are the host imports the component lowers, for Imports().
 	lowered []engine.FuncDef
+	// wit, in check mode only, is the host's WIT per served module, and
+	// wants the core imports naming one of those modules, for
+	// checkVersions.
+	wit   WIT
+	wants []coreWant
+}
+
+// coreWant is a core module's import of a function of a served module.
+type coreWant struct {
+	module, name string
+	off          int
 }
 
 // instantiate instantiates m with args after checking every import
@@ -47,6 +58,9 @@ func (ln *linker) instantiate(m *coreModule, args map[string]coreInst, off int) 
 			return nil, &Error{Section: "core instance", Offset: off,
 				Reason: fmt.Sprintf("core module imports %q %q as %s; %s is %s", d.Module, d.Name, sig(want.Params, want.Results), it.what, sig(it.params, it.results)), kind: ErrMismatch}
 		}
+		if _, ok := ln.wit[d.Module]; ok {
+			ln.wants = append(ln.wants, coreWant{d.Module, d.Name, off})
+		}
 		if imports[d.Module] == nil {
 			imports[d.Module] = map[string]engine.Extern{}
 		}
@@ -62,6 +76,42 @@ func (ln *linker) instantiate(m *coreModule, args map[string]coreInst, off int) 
 	}
 	ri.si = si
 	return ri, nil
+}
+
+// checkVersions, after a check-mode evaluation, refuses a core import of
+// a function of one version of an interface that the component does not
+// lower, when it lowers the same function of another version, of a
+// different type. wit-component does that when it merges imports of
+// semver-compatible versions into the newest: a core module built against
+// capsule:process/host@1.0.0 and 1.1.0, wrapped for a world importing
+// 1.1.0, gets its 1.0.0 calls lowered with 1.1.0's layouts, which
+// corrupts memory instead of failing (the function reaches it through
+// wit-component's indirection table, so only the names tell). Functions
+// whose types agree across the versions link as before.
+func (ln *linker) checkVersions() error {
+	lowered := map[[2]string]bool{}
+	for _, f := range ln.lowered {
+		lowered[[2]string{f.Module, f.Name}] = true
+	}
+	for _, w := range ln.wants {
+		if lowered[[2]string{w.module, w.name}] {
+			continue
+		}
+		base, _, _ := splitVersion(w.module)
+		for _, f := range ln.lowered {
+			if b, _, ok := splitVersion(f.Module); !ok || b != base || f.Name != w.name {
+				continue
+			}
+			want, got := witFunc(ln.wit[w.module], w.name), witFunc(ln.wit[f.Module], w.name)
+			if want == nil || got == nil {
+				continue
+			}
+			if df := diffFunc(want, funcTypeOf(got)); df != nil {
+				return &VersionMismatch{Module: w.module, Lowered: f.Module, Func: w.name, Offset: w.off, Path: df.path, Want: df.host, Got: df.comp}
+			}
+		}
+	}
+	return nil
 }
 
 // lower makes the host function behind an imported function a core func

@@ -27,7 +27,7 @@ func BenchmarkInstanceMemory(b *testing.B) {
 	b.Run("js-component", func(b *testing.B) {
 		instances(b, compileComponent(b, componenttest.BuildJS(b, filepath.Join(componenttest.Dir(), "..", "jscap", "capsule.js"), "capsule:guest/capsule", false)))
 	})
-	testcap := filepath.Join(componenttest.Root(), "capsules/testcap/testcap.wasm")
+	testcap := componenttest.Testcap(b) // one module in both forms
 	b.Run("go-core", func(b *testing.B) { instances(b, compileCore(b, funcs, testcap)) })
 	b.Run("go-component", func(b *testing.B) {
 		instances(b, compileComponent(b, componenttest.WrapGo(b, testcap, "capsule:guest/capsule")))
@@ -44,26 +44,22 @@ func BenchmarkInstanceMemory(b *testing.B) {
 // compileComponent compiles the component at path with capsule:process
 // and WASI 0.2 served; it is closed with the benchmark.
 func compileComponent(b testing.TB, path string) engine.Module {
-	ctx := context.Background()
+	m, err := compileHosted(b, parseFile(b, path))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+// compileHosted compiles c against what the host serves (1.0.0 to 1.2.0
+// and WASI 0.2, with the host's WIT).
+func compileHosted(b testing.TB, c *component.Component) (engine.Module, error) {
 	funcs := process.HostFuncs(nil)
-	eng := newBenchEngine(b, nil)
-	bin, err := os.ReadFile(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := component.Parse(bin)
-	if err != nil {
-		b.Fatal(err)
-	}
 	hf := func(cfg engine.InstanceConfig) []engine.HostFunc {
 		return append(funcs[:len(funcs):len(funcs)], wasip2.Funcs(wasip2.Config{})...)
 	}
-	m, err := component.Compile(ctx, eng, c, hf, process.Signatures())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { m.Close(ctx) })
-	return m
+	return component.Compile(context.Background(), newBenchEngine(b, nil), c, hf, process.Signatures())
 }
 
 // compileCore compiles the core module at path; closed with the benchmark.

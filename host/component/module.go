@@ -51,7 +51,11 @@ func Compile(ctx context.Context, eng engine.Engine, c *Component, funcs HostFun
 		return nil, err
 	}
 	ln := m.newLinker(ctx, nil, engine.InstanceConfig{})
+	ln.wit = wit
 	top, err := m.evaluate(ln)
+	if err == nil {
+		err = ln.checkVersions()
+	}
 	if err != nil {
 		_ = m.Close(ctx)
 		return nil, err

@@ -100,6 +100,37 @@ func BenchmarkParseReal(b *testing.B) {
 	}
 }
 
+// TestMixedVersionComponentRefused: the committed testcap imports
+// capsule:process/host@1.0.0 and 1.1.0; jco (wit-component) wraps it for
+// a world importing 1.1.0 and merges the 1.0.0 imports into 1.1.0's,
+// whose error-code has more cases, so the guest's 1.0.0 calls would be
+// lowered with 1.1.0's layout. The host refuses it at load, naming both
+// versions, the function and where the types differ. Before this check
+// the component loaded and its 1.0.0 calls misread results; the shell,
+// which then imported 1.1.0's and 1.2.0's spawn-persistent, had its
+// persist-options read with a field more than the guest wrote.
+func TestMixedVersionComponentRefused(t *testing.T) {
+	path := componenttest.WrapGo(t, filepath.Join(componenttest.Root(), "capsules/testcap/testcap.wasm"), "capsule:guest/capsule")
+	m, err := compileHosted(t, parseFile(t, path))
+	if err == nil {
+		m.Close(context.Background())
+		t.Fatal("a component lowering 1.1.0's functions into a module built against 1.0.0 loaded")
+	}
+	var vm *component.VersionMismatch
+	if !errors.As(err, &vm) || !errors.Is(err, component.ErrMismatch) {
+		t.Fatalf("want a *VersionMismatch (ErrMismatch), got %T: %v", err, err)
+	}
+	if vm.Module != "capsule:process/host@1.0.0" || vm.Lowered != "capsule:process/host@1.1.0" || vm.Func == "" ||
+		!strings.Contains(vm.Path, "error-code") || vm.Want == vm.Got {
+		t.Fatalf("mismatch names %+v", vm)
+	}
+	for _, want := range []string{vm.Module, vm.Lowered, vm.Func, "semver"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not name %q: %v", want, err)
+		}
+	}
+}
+
 // TestGoComponentArena: the Go testcap made a component with goadapt
 // instantiates (Go's _initialize runs, its WASI calls go through the
 // adapter, whose state and stack come from the SDK's arena), and the
@@ -108,7 +139,7 @@ func BenchmarkParseReal(b *testing.B) {
 // is the arena's last non-zero byte: the arena starts zeroed and the
 // adapter's stack, allocated last, is used from its top.
 func TestGoComponentArena(t *testing.T) {
-	core := filepath.Join(componenttest.Root(), "capsules/testcap/testcap.wasm")
+	core := componenttest.Testcap(t)
 	bin, err := os.ReadFile(core)
 	if err != nil {
 		t.Fatal(err)

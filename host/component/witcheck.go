@@ -98,17 +98,98 @@ func checkWIT(c *Component, served *servedSet, wit WIT) error {
 	return nil
 }
 
+// VersionMismatch: a core module imports a function of one version of an
+// interface (Module) and the component lowers the same function of
+// another version (Lowered) into it, with a different type: the guest
+// would read and write the other version's layouts. It names where the
+// two types first differ and each side there. errors.Is(err, ErrMismatch).
+type VersionMismatch struct {
+	Module, Lowered string
+	Func            string
+	Offset          int // of the core instantiation
+	Path            string
+	Want, Got       string // at Path: in Module's WIT, in Lowered's
+}
+
+func (e *VersionMismatch) Error() string {
+	at := e.Path
+	if at == "" {
+		at = "its type"
+	}
+	return fmt.Sprintf("%v: a core module (instantiated at offset %#x) imports %q function %q, but the component lowers %q's into it, "+
+		"and %s differs: %s in %s, %s in %s (a componentizer that merges imports of semver-compatible versions, "+
+		"as wit-component does by default, wrapped a module built against both versions for a world importing one: "+
+		"build the module against one version of the interface)",
+		ErrMismatch, e.Offset, e.Module, e.Func, e.Lowered, at, e.Want, e.Module, e.Got, e.Lowered)
+}
+
+func (e *VersionMismatch) Unwrap() error { return ErrMismatch }
+
+func witFunc(funcs []*cabi.Func, name string) *cabi.Func {
+	for _, f := range funcs {
+		if f.Name == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// funcTypeOf and typeOf describe a host WIT type as a component type, so
+// that two of the host's versions compare with diffFunc.
+func funcTypeOf(f *cabi.Func) *Type {
+	return &Type{Kind: TFunc, Fields: namedOf(f.Params), Ok: typeOf(f.Result)}
+}
+
+func typeOf(h *cabi.Type) *Type {
+	if h == nil {
+		return nil
+	}
+	if code, ok := primCodes[h.Kind()]; ok {
+		return &Type{Kind: TPrim, Prim: code}
+	}
+	t := &Type{Kind: kindOf[h.Kind()], Name: h.Name()}
+	switch h.Kind() {
+	case cabi.KList:
+		t.Elem = typeOf(h.Elem())
+	case cabi.KOption:
+		t.Elem = typeOf(h.Cases()[1].Type)
+	case cabi.KResult:
+		t.Ok, t.Err = typeOf(h.Cases()[0].Type), typeOf(h.Cases()[1].Type)
+	case cabi.KRecord:
+		t.Fields = namedOf(h.Fields())
+	case cabi.KVariant:
+		for _, c := range h.Cases() {
+			t.Fields = append(t.Fields, NamedType{Name: c.Name, Type: typeOf(c.Type)})
+		}
+	case cabi.KEnum:
+		for _, c := range h.Cases() {
+			t.Labels = append(t.Labels, c.Name)
+		}
+	case cabi.KOwn, cabi.KBorrow:
+		t.Elem = &Type{Kind: TResource, Name: h.Name()}
+	}
+	return t
+}
+
+func namedOf(fs []cabi.Field) []NamedType {
+	out := make([]NamedType, len(fs))
+	for i, f := range fs {
+		out[i] = NamedType{Name: f.Name, Type: typeOf(f.Type)}
+	}
+	return out
+}
+
 func checkInstance(im *Extern, mod string, it *Type, funcs []*cabi.Func) error {
 	for _, ex := range it.Exports {
 		if ex.Sort != SortFunc {
 			continue
 		}
-		i := slices.IndexFunc(funcs, func(f *cabi.Func) bool { return f.Name == ex.Name })
-		if i < 0 {
+		f := witFunc(funcs, ex.Name)
+		if f == nil {
 			return &Error{Section: "import", Offset: im.Offset, Construct: fmt.Sprintf("import %q function %q", im.Name, ex.Name),
 				Reason: "the host serves no such function in " + mod, Hint: "build the capsule against the WIT this host serves (capsule-host wit --out DIR)", kind: ErrUnsupported}
 		}
-		if d := diffFunc(funcs[i], ex.Type); d != nil {
+		if d := diffFunc(f, ex.Type); d != nil {
 			return &WITMismatch{Interface: im.Name, Served: mod, Func: ex.Name, Offset: im.Offset, Path: d.path, Host: d.host, Component: d.comp}
 		}
 	}

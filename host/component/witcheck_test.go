@@ -140,7 +140,7 @@ func mutatedWIT(t *testing.T, old, new string) string {
 	return dir
 }
 
-func parseFile(t *testing.T, path string) *component.Component {
+func parseFile(t testing.TB, path string) *component.Component {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -22,9 +22,33 @@ type idIn struct {
 	ID string `json:"id"`
 }
 
-// RegisterV11 registers one tool per capsule:process@1.1.0 function, plus the basics (echo, fail, panic).
+// Tier11 is what the 1.1.0 tools call for the four functions whose types
+// 1.2.0 changed (persist-options and process-info grew fields): package
+// process's for a 1.1.0 capsule (Process11), package terminal's 1.2.0
+// ones for a 1.2.0 capsule. A component carries one version of each
+// function: wit-component would lower a module's 1.1.0 calls of these
+// with 1.2.0's layouts, and the host refuses such a component.
+type Tier11 struct {
+	SpawnPersistent func(process.SpawnRequest, process.PersistOptions) (process.ID, error)
+	ListProcesses   func(label *string) (any, error)
+	Status          func(process.ID) (any, error)
+	StatusMany      func([]process.ID) (any, error)
+}
+
+// Process11 is the tier of package process (capsule:process/host@1.1.0).
+func Process11() Tier11 {
+	return Tier11{
+		SpawnPersistent: process.SpawnPersistent,
+		ListProcesses:   func(l *string) (any, error) { return process.ListProcesses(l) },
+		Status:          func(id process.ID) (any, error) { return process.Status(id) },
+		StatusMany:      func(ids []process.ID) (any, error) { return process.StatusMany(ids) },
+	}
+}
+
+// RegisterV11 registers one tool per capsule:process@1.1.0 function, plus the basics (echo, fail, panic),
+// calling tier for the functions 1.2.0 changed.
 // funclen: a flat table, one reg per contract function; split, it would change the committed testcap.wasm.
-func RegisterV11() {
+func RegisterV11(tier Tier11) {
 	registerBasics()
 	reg("spawn", "spawn(request): runs to completion.", reqSchema,
 		func(r process.SpawnRequest) (any, error) { return reply(process.Spawn(r)) })
@@ -44,7 +68,7 @@ func RegisterV11() {
 			Request process.SpawnRequest   `json:"request"`
 			Options process.PersistOptions `json:"options"`
 		}) (any, error) {
-			return reply(process.SpawnPersistent(in.Request, in.Options))
+			return reply(tier.SpawnPersistent(in.Request, in.Options))
 		})
 	reg("attach_ops", "attach(id), then the handle ops in order, then drop (detach) unless keep_handle.",
 		opsSchema(`"id"`), func(in opsIn) (any, error) {
@@ -60,15 +84,15 @@ func RegisterV11() {
 		func(in struct {
 			Label *string `json:"label"`
 		}) (any, error) {
-			return reply(process.ListProcesses(in.Label))
+			return reply(tier.ListProcesses(in.Label))
 		})
 	reg("status", "status(id).", obj(`"id"`, idProp),
-		func(in idIn) (any, error) { return reply(process.Status(in.ID)) })
+		func(in idIn) (any, error) { return reply(tier.Status(in.ID)) })
 	reg("status_many", "status-many(ids).", obj(`"ids"`, `"ids":{"type":"array","items":{"type":"string"}}`),
 		func(in struct {
 			IDs []string `json:"ids"`
 		}) (any, error) {
-			return reply(process.StatusMany(in.IDs))
+			return reply(tier.StatusMany(in.IDs))
 		})
 	reg("read_since", "read-since(id, stream, cursor, max-bytes); data is base64.",
 		obj(`"id","stream","max"`, idProp, `"stream":{"enum":["stdout","stderr"]}`, `"cursor":{"type":"string"}`,

@@ -160,11 +160,7 @@ func Attach(id ID) (*Handle, error) {
 func ListProcesses(labelFilter *string) ([]ProcessInfo, error) {
 	s := &abi.Scope{}
 	defer s.Free()
-	var d, p, n uint32
-	if labelFilter != nil {
-		d = 1
-		p, n = s.Str(*labelFilter)
-	}
+	d, p, n := s.OptStr(labelFilter)
 	return proccore.Call(v11, s, &lList, wire.LiftProcessInfos, func(rp uint32) { impListProcesses(d, p, n, rp) })
 }
 
@@ -190,11 +186,7 @@ func ReadSince(id ID, stream LogStream, cursor *string, maxBytes uint32) (LogChu
 	s := &abi.Scope{}
 	defer s.Free()
 	ip, il := s.Str(id)
-	var d, cp, cl uint32
-	if cursor != nil {
-		d = 1
-		cp, cl = s.Str(*cursor)
-	}
+	d, cp, cl := s.OptStr(cursor)
 	return proccore.Call(v11, s, &wire.LLogChunk, wire.LiftLogChunk, func(rp uint32) {
 		impReadSince(ip, il, uint32(stream), d, cp, cl, maxBytes, rp)
 	})

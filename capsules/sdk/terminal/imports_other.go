@@ -10,6 +10,8 @@ func noHost() { panic("capsule:process/host@1.2.0 exists only in a wasip1 guest"
 var (
 	impSpawnPersistent = func(params, ret uint32) { noHost() }
 	impStatus          = func(idP, idL, ret uint32) { noHost() }
+	impStatusMany      = func(idsP, idsL, ret uint32) { noHost() }
+	impListProcesses   = func(filterD, filterP, filterL, ret uint32) { noHost() }
 	impSendKeys        = func(idP, idL, keysP, keysL, ret uint32) { noHost() }
 	impPaste           = func(idP, idL, textP, textL, ret uint32) { noHost() }
 	impSubmit          = func(idP, idL, textP, textL, ret uint32) { noHost() }

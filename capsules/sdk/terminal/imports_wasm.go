@@ -12,6 +12,12 @@ func impSpawnPersistent(params, ret uint32)
 //go:wasmimport capsule:process/host@1.2.0 status
 func impStatus(idP, idL, ret uint32)
 
+//go:wasmimport capsule:process/host@1.2.0 status-many
+func impStatusMany(idsP, idsL, ret uint32)
+
+//go:wasmimport capsule:process/host@1.2.0 list-processes
+func impListProcesses(filterD, filterP, filterL, ret uint32)
+
 //go:wasmimport capsule:process/host@1.2.0 send-keys
 func impSendKeys(idP, idL, keysP, keysL, ret uint32)
 

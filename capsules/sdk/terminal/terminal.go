@@ -7,9 +7,15 @@
 //
 // It sits beside package process (1.1.0): a terminal process is a
 // persistent process in every other respect, so read-since, signal, stop
-// and release come from there with the same ID. A capsule using this
-// package declares `"capsule:process" = "1.2"` in its manifest (which
-// covers its 1.1.0 imports too).
+// and release come from there with the same ID. The four functions whose
+// types 1.2.0 changed are here in their 1.2.0 form, and a capsule using
+// this package calls them here, never in package process:
+// SpawnPersistent, Status, StatusMany and ListProcesses. A core module
+// may mix versions; a component may not (wit-component lowers a
+// module's 1.1.0 calls of them with 1.2.0's layouts, and the host refuses
+// such a component at load). A capsule using this package declares
+// `"capsule:process" = "1.2"` in its manifest (which covers its 1.1.0
+// imports too).
 package terminal
 
 import (
@@ -185,21 +191,39 @@ func putU16(b []byte, off uint32, v uint16) { binary.LittleEndian.PutUint16(b[of
 // (spawn-persistent@1.2.0 with persist-options.terminal set) and returns
 // its ID. Its stdin is always open; its output is the stdout stream.
 func Spawn(req process.SpawnRequest, opts process.PersistOptions, spec Spec) (process.ID, error) {
+	return spawnPersistent(req, opts, &spec)
+}
+
+// SpawnPersistent is process.SpawnPersistent through 1.2.0's
+// spawn-persistent (no terminal: pipes). A capsule of the 1.2.0 tier
+// spawns through it: 1.2.0's persist-options has one field more than
+// 1.1.0's, and a capsule importing both versions' spawn-persistent cannot
+// be made a component (wit-component merges the two imports into 1.2.0's
+// and lowers the 1.1.0 calls with 1.2.0's layout; the host refuses such
+// a component at load, naming the function). Every other function is the
+// same in both versions, so process's serve the same IDs.
+func SpawnPersistent(req process.SpawnRequest, opts process.PersistOptions) (process.ID, error) {
+	return spawnPersistent(req, opts, nil)
+}
+
+func spawnPersistent(req process.SpawnRequest, opts process.PersistOptions, spec *Spec) (process.ID, error) {
 	s := &abi.Scope{}
 	defer s.Free()
 	pp, pb := s.Alloc(lSpawnParams.Size, lSpawnParams.Align)
 	wire.StoreSpawnRequest(s, pb, lSpawnParams.Offs[0], &req)
 	po := lSpawnParams.Offs[1]
 	wire.StorePersistOptions(s, pb, po, &opts)
-	to := po + lPersistOptions.Offs[8]
-	abi.PutU8(pb, to, 1)
-	t := to + optTerminalSpec.Payload
-	putU16(pb, t+lTerminalSpec.Offs[0], spec.Rows)
-	putU16(pb, t+lTerminalSpec.Offs[1], spec.Cols)
-	if spec.Term != nil {
-		o := t + lTerminalSpec.Offs[2]
-		abi.PutU8(pb, o, 1)
-		s.PutStr(pb, o+abi.Option(abi.String).Payload, *spec.Term)
+	if spec != nil {
+		to := po + lPersistOptions.Offs[8]
+		abi.PutU8(pb, to, 1)
+		t := to + optTerminalSpec.Payload
+		putU16(pb, t+lTerminalSpec.Offs[0], spec.Rows)
+		putU16(pb, t+lTerminalSpec.Offs[1], spec.Cols)
+		if spec.Term != nil {
+			o := t + lTerminalSpec.Offs[2]
+			abi.PutU8(pb, o, 1)
+			s.PutStr(pb, o+abi.Option(abi.String).Payload, *spec.Term)
+		}
 	}
 	return proccore.Call(v12, s, &lID, liftString, func(rp uint32) { impSpawnPersistent(pp, rp) })
 }
@@ -324,6 +348,31 @@ func Status(id process.ID) (Info, error) {
 	defer s.Free()
 	ip, il := s.Str(id)
 	return proccore.Call(v12, s, &lInfo, liftInfo, func(rp uint32) { impStatus(ip, il, rp) })
+}
+
+// StatusMany is status-many@1.2.0: unknown IDs are absent.
+func StatusMany(ids []process.ID) ([]Info, error) {
+	s := &abi.Scope{}
+	defer s.Free()
+	ip, il := s.Strs(ids)
+	return proccore.Call(v12, s, &lInfoList, liftInfos, func(rp uint32) { impStatusMany(ip, il, rp) })
+}
+
+// ListProcesses is list-processes@1.2.0: the caller's processes, those
+// labelled labelFilter if it is not nil. A 1.2.0 capsule lists and reads
+// status here, not through package process (see SpawnPersistent: 1.2.0's
+// process-info has four fields more than 1.1.0's).
+func ListProcesses(labelFilter *string) ([]Info, error) {
+	s := &abi.Scope{}
+	defer s.Free()
+	d, p, n := s.OptStr(labelFilter)
+	return proccore.Call(v12, s, &lInfoList, liftInfos, func(rp uint32) { impListProcesses(d, p, n, rp) })
+}
+
+var lInfoList = abi.List()
+
+func liftInfos(l *abi.Lifter, b []byte, off uint32) []Info {
+	return abi.LiftList(l, b, off, lInfo, "list<process-info>", liftInfo)
 }
 
 func liftInfo(l *abi.Lifter, b []byte, off uint32) Info {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -103,9 +104,15 @@ func WrapGo(t testing.TB, core, world string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Written whole under a temporary name: a concurrent test binary
-	// sees the old state or the complete file.
-	tmp, err := os.CreateTemp(filepath.Dir(out), "go-*.tmp")
+	writeWhole(t, out, b)
+	return out
+}
+
+// writeWhole writes b to path under a temporary name, then renames it: a
+// concurrent test binary sees the old state or the complete file.
+func writeWhole(t testing.TB, path string, b []byte) {
+	t.Helper()
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +121,70 @@ func WrapGo(t testing.TB, core, world string) string {
 		os.Remove(tmp.Name())
 		t.Fatal(werr, cerr)
 	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		os.Remove(tmp.Name())
 		t.Fatal(err)
 	}
-	return out
+}
+
+// Testcap is the Go conformance capsule testcap in the form a component
+// can carry: built with -tags capsule_v11only (its 1.1.0 tools, not its
+// 1.0.0 ones). It returns the core module's path; WrapGo makes it a
+// component.
+func Testcap(t testing.TB) string {
+	t.Helper()
+	return BuildGo(t, "capsules/testcap", "capsule_v11only")
+}
+
+var goBuilds sync.Map // pkg and tags → *goBuild
+
+type goBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// BuildGo builds the Go capsule in pkg (a directory under the repository
+// root, "capsules/testcap") for wasip1 as capsules/build.sh does, with
+// the given build tags, once per test binary, into testdata/build/.cache;
+// it returns the core module's path. For a form of a capsule that is not
+// committed (testcap without its 1.0.0 tools, which a component cannot
+// carry beside 1.1.0's). Bounded by five minutes (a cold build compiles
+// the standard library for wasip1).
+func BuildGo(t testing.TB, pkg string, tags ...string) string {
+	t.Helper()
+	key := pkg + " " + strings.Join(tags, ",")
+	v, _ := goBuilds.LoadOrStore(key, &goBuild{})
+	gb := v.(*goBuild)
+	gb.once.Do(func() {
+		name := strings.ReplaceAll(filepath.Base(pkg)+"-"+strings.Join(tags, "-"), ",", "-")
+		gb.path = filepath.Join(Dir(), ".cache", "gobuild-"+name+".wasm")
+		if gb.err = os.MkdirAll(filepath.Dir(gb.path), 0o755); gb.err != nil {
+			return
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(gb.path), "gobuild-")
+		if err != nil {
+			gb.err = err
+			return
+		}
+		defer os.RemoveAll(tmp)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		out := filepath.Join(tmp, "m.wasm")
+		cmd := exec.CommandContext(ctx, "go", "build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-ldflags=-buildid=",
+			"-tags="+strings.Join(tags, ","), "-o", out, "./"+pkg)
+		cmd.Dir = Root()
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOFLAGS=-mod=readonly")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			gb.err = fmt.Errorf("go build %s (tags %v): %v\n%s", pkg, tags, err, b)
+			return
+		}
+		gb.err = os.Rename(out, gb.path)
+	})
+	if gb.err != nil {
+		t.Fatal(gb.err)
+	}
+	return gb.path
 }
 
 // Dummy builds wit-component's dummy component for world from the WIT

@@ -106,6 +106,17 @@ func (l *Lifter) List(b []byte, off uint32, elem Type, what string) [][]byte {
 	return out
 }
 
+// LiftList lifts the list whose (ptr, len) is at b[off:], each element
+// of layout elem with lift.
+func LiftList[T any](l *Lifter, b []byte, off uint32, elem Type, what string, lift func(*Lifter, []byte, uint32) T) []T {
+	elems := l.List(b, off, elem, what)
+	out := make([]T, 0, len(elems))
+	for _, e := range elems {
+		out = append(out, lift(l, e, 0))
+	}
+	return out
+}
+
 // Case reads a variant discriminant and checks it is below n.
 func (l *Lifter) Case(b []byte, off uint32, n int, what string) int {
 	if l.Err != nil {

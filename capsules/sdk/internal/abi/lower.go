@@ -11,6 +11,15 @@ func (s *Scope) Str(v string) (uint32, uint32) {
 	return p, uint32(len(v))
 }
 
+// OptStr lowers an option<string>: (0, 0, 0) for nil, else (1, ptr, len).
+func (s *Scope) OptStr(v *string) (d, p, n uint32) {
+	if v == nil {
+		return 0, 0, 0
+	}
+	p, n = s.Str(*v)
+	return 1, p, n
+}
+
 // Bytes copies v into the scope and returns (ptr, len).
 func (s *Scope) Bytes(v []byte) (uint32, uint32) {
 	p, m := s.Alloc(uint32(len(v)), 1)

@@ -234,12 +234,7 @@ func LiftProcessInfo(l *abi.Lifter, b []byte, off uint32) ProcessInfo {
 
 // LiftProcessInfos lifts list<process-info> whose (ptr, len) is at b[off:].
 func LiftProcessInfos(l *abi.Lifter, b []byte, off uint32) []ProcessInfo {
-	elems := l.List(b, off, LProcessInfo, "list<process-info>")
-	out := make([]ProcessInfo, 0, len(elems))
-	for _, e := range elems {
-		out = append(out, LiftProcessInfo(l, e, 0))
-	}
-	return out
+	return abi.LiftList(l, b, off, LProcessInfo, "list<process-info>", LiftProcessInfo)
 }
 
 // LiftEventBatch lifts event-batch at b[off:].

@@ -1,0 +1,5 @@
+//go:build capsule_v11only
+
+package main
+
+func registerV10() {}

@@ -159,10 +159,11 @@ fuzz:
 # with issue 17's cluster figures (BENCH_CLUSTER: etcd reservation,
 # lookups, cross-node reads; not in bench-smoke). BENCH=. runs them all,
 # for an hour or more. BENCH_ENV passes sizes:
-# PERF_N (listing and shutdown, default 500), SCALE_N (the curves,
+# PERF_N (listing and shutdown, default 500), READOPT_N (re-adoption,
+# default 1000), SCALE_N (the curves,
 # default 10,100,1000,5000). BENCH_WASMTIME_PKGS= skips the cgo leg.
 # A figure is only as good as the machine was quiet: the header says the load.
-BENCH_ANCHORS       := ClientVsTmux|SpawnPath|SpawnWait|ListProcesses|Shutdown|WarmColdRatio|ImportPair|KeyOf|StartToExitRatio|Capture1GiB|WarmCallPair|Scale
+BENCH_ANCHORS       := ClientVsTmux|SpawnPath|SpawnWait|ListProcesses|Shutdown|Readopt|WarmColdRatio|ImportPair|KeyOf|StartToExitRatio|Capture1GiB|WarmCallPair|Scale
 BENCHTIME           ?= 2s
 BENCH_CLUSTER       := ClusterRead|SpawnEtcdVsLocal|Lookup|ReserveRelease
 BENCH               ?= $(BENCH_ANCHORS)|$(BENCH_CLUSTER)
@@ -188,7 +189,7 @@ bench:
 # docs/), failing only when an anchor row has no figures (a benchmark that
 # stopped running or renamed a metric), never on a timing.
 bench-smoke:
-	$(MAKE) bench BENCHTIME=1x BENCH='$(BENCH_ANCHORS)' BENCH_ENV='PERF_N=20 SCALE_N=10,20' BENCH_DOC=.build/bench-smoke/bench.md \
+	$(MAKE) bench BENCHTIME=1x BENCH='$(BENCH_ANCHORS)' BENCH_ENV='PERF_N=20 SCALE_N=10,20 READOPT_N=20' BENCH_DOC=.build/bench-smoke/bench.md \
 	  BENCH_RAW=.build/bench-smoke/bench.raw.txt BENCHDOC_FLAGS=-require-anchors
 
 # client builds the lean client (-tags leanclient: the client commands

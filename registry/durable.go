@@ -225,14 +225,66 @@ type AdoptReport struct {
 // counts), and terminates what a backend holds without a record. Call it
 // once, after the capsules are registered and before the first call is
 // served; a capsule not registered yet gets a placeholder that keeps its
-// processes owned until it is.
+// processes owned until it is. It is PrepareAdopt then Finish.
 func (r *Registry) Adopt(ctx context.Context) (AdoptReport, error) {
+	return r.PrepareAdopt(ctx).Finish(ctx)
+}
+
+// Adoption is an Adopt in two halves, so a daemon can attach while its
+// capsules compile: PrepareAdopt does the slow part that needs no capsule
+// (the journal read, one attach per record through the keepers, the
+// orphan sweep) and publishes nothing; Finish, once the capsules are
+// registered, restores the scopes' seqs and publishes every process.
+// Until Finish nothing adopted is visible, so nothing a capsule's load
+// does (a failed load unregisters its capsule, stopping its processes)
+// can reach an adopted process.
+type Adoption struct {
+	r     *Registry
+	err   error
+	rep   AdoptReport
+	procs []pendingProc
+	took  time.Duration
+}
+
+// pendingProc is one attached, unpublished process.
+type pendingProc struct {
+	p    *proc
+	term *journal.Terminal
+}
+
+// PrepareAdopt is Adopt's first half (see Adoption). Call Finish, or
+// Abandon when the start fails, exactly once.
+func (r *Registry) PrepareAdopt(ctx context.Context) *Adoption {
 	start := time.Now()
-	var rep AdoptReport
+	a := &Adoption{r: r}
+	if r.jr == nil {
+		return a
+	}
+	var recs []journal.Process
+	if err := r.jr.ForEachProcess(func(p journal.Process) error { recs = append(recs, p); return nil }); err != nil {
+		a.err = fmt.Errorf("%w: reading the journal's processes: %v", ErrUnavailable, err)
+		return a
+	}
+	held := r.listHeld(ctx) // first: a listing backend attaches from its list
+	known := r.attachAll(ctx, recs, a)
+	a.rep.Orphans = r.endOrphans(ctx, held, known)
+	a.took = time.Since(start)
+	return a
+}
+
+// Finish is Adopt's second half: restore each scope's seq, publish every
+// attached process (starting its watcher), log the report.
+func (a *Adoption) Finish(ctx context.Context) (AdoptReport, error) {
+	r := a.r
 	if r.jr == nil {
 		r.dirAdoptDone(ctx)
-		return rep, nil
+		return a.rep, nil
 	}
+	if a.err != nil {
+		a.Abandon()
+		return a.rep, a.err
+	}
+	start := time.Now()
 	if err := r.jr.ForEachScope(func(o journal.Owner, next uint64) error {
 		r.mu.Lock()
 		sc := r.scopeLocked(owner{capsule: o.Capsule, principal: o.Principal, fallback: o.Fallback})
@@ -240,20 +292,30 @@ func (r *Registry) Adopt(ctx context.Context) (AdoptReport, error) {
 		r.mu.Unlock()
 		return nil
 	}); err != nil {
-		return rep, fmt.Errorf("%w: reading the journal's scopes: %v", ErrUnavailable, err)
+		a.Abandon()
+		return a.rep, fmt.Errorf("%w: reading the journal's scopes: %v", ErrUnavailable, err)
 	}
-	var recs []journal.Process
-	if err := r.jr.ForEachProcess(func(p journal.Process) error { recs = append(recs, p); return nil }); err != nil {
-		return rep, fmt.Errorf("%w: reading the journal's processes: %v", ErrUnavailable, err)
+	for _, pp := range a.procs {
+		pp.p.term = r.adoptTerminal(pp.p, pp.term)
+		r.publishAdopted(pp.p)
 	}
-	held := r.listHeld(ctx) // first: a listing backend attaches from its list
-	known := r.adoptAll(ctx, recs, &rep)
-	rep.Orphans = r.endOrphans(ctx, held, known)
-	rep.Took = time.Since(start)
+	a.procs = nil
+	rep := a.rep
+	rep.Took = a.took + time.Since(start)
 	r.log.Info("journal adopted", "running", rep.Running, "exited", rep.Exited, "lost", rep.Lost,
 		"unreadable", rep.Unreadable, "orphans_terminated", rep.Orphans, "took", rep.Took)
 	r.dirAdoptDone(ctx)
 	return rep, nil
+}
+
+// Abandon releases what PrepareAdopt attached without publishing it (a
+// start that fails): the processes stay with their backends, as a
+// Detach leaves them.
+func (a *Adoption) Abandon() {
+	for _, pp := range a.procs {
+		pp.p.h.Release()
+	}
+	a.procs = nil
 }
 
 // dirAdoptDone tells the directory the adoption is complete. A failure
@@ -267,8 +329,9 @@ func (r *Registry) dirAdoptDone(ctx context.Context) {
 	}
 }
 
-// adoptAll adopts recs in parallel and returns the refs they hold.
-func (r *Registry) adoptAll(ctx context.Context, recs []journal.Process, rep *AdoptReport) map[sandbox.Ref]bool {
+// attachAll attaches recs in parallel into a and returns the refs they
+// hold.
+func (r *Registry) attachAll(ctx context.Context, recs []journal.Process, a *Adoption) map[sandbox.Ref]bool {
 	known := make(map[sandbox.Ref]bool, len(recs))
 	var mu sync.Mutex
 	work := make(chan journal.Process)
@@ -278,18 +341,21 @@ func (r *Registry) adoptAll(ctx context.Context, recs []journal.Process, rep *Ad
 		go func() {
 			defer wg.Done()
 			for rec := range work {
-				outcome := r.adoptOne(ctx, rec)
+				p, outcome := r.attachOne(ctx, rec)
 				mu.Lock()
 				known[refOf(rec)] = true
+				if p != nil {
+					a.procs = append(a.procs, pendingProc{p: p, term: rec.Terminal})
+				}
 				switch outcome {
 				case adoptedRunning:
-					rep.Running++
+					a.rep.Running++
 				case adoptedExited:
-					rep.Exited++
+					a.rep.Exited++
 				case adoptedLost:
-					rep.Lost++
+					a.rep.Lost++
 				case adoptUnreadable:
-					rep.Unreadable++
+					a.rep.Unreadable++
 				}
 				mu.Unlock()
 			}
@@ -344,14 +410,15 @@ func (r *Registry) attachJournaled(ctx context.Context, name string, ref sandbox
 	return be, h, err
 }
 
-// adoptOne re-attaches one journaled process and publishes it.
-func (r *Registry) adoptOne(ctx context.Context, rec journal.Process) adoptOutcome {
+// attachOne re-attaches one journaled process, unpublished (nil: the
+// record was unreadable and is dropped).
+func (r *Registry) attachOne(ctx context.Context, rec journal.Process) (*proc, adoptOutcome) {
 	k := procKey(rec.Key)
 	id, err := r.openID(k, rec.SealedID)
 	if err != nil {
 		r.log.Error("journal: record dropped: its ID cannot be recovered", "proc", k.short(), "err", err)
 		r.jr.DeleteProcess(rec.Key)
-		return adoptUnreadable
+		return nil, adoptUnreadable
 	}
 	o := owner{capsule: rec.Owner.Capsule, principal: rec.Owner.Principal, fallback: rec.Owner.Fallback}
 	p := &proc{
@@ -386,9 +453,7 @@ func (r *Registry) adoptOne(ctx context.Context, rec journal.Process) adoptOutco
 	} else if outcome == adoptedLost {
 		p.reason, p.reasonSet = ReasonRemoved, true
 	}
-	p.term = r.adoptTerminal(p, rec.Terminal)
-	r.publishAdopted(p)
-	return outcome
+	return p, outcome
 }
 
 // publishAdopted enters an adopted process in the maps and counters and

@@ -25,7 +25,8 @@ var adoptTook = regexp.MustCompile(`msg="journal adopted".* running=(\d+) .*took
 // 1000) live persistent processes, kill -9 of serve, and a new serve on
 // the same state; reported: the time from its exec to the first served
 // call (goal ≤ 1 s), and the registry's share (Adopt: the journal read,
-// one attach per process, the orphan sweep).
+// one attach per process, the orphan sweep). READOPT_LOG=FILE keeps the
+// daemon log (both serves, time-stamped) to see where the start went.
 func BenchmarkReadopt(b *testing.B) {
 	n := 1000
 	if v, err := strconv.Atoi(os.Getenv("READOPT_N")); err == nil && v > 0 {
@@ -62,6 +63,9 @@ func readoptOnce(b *testing.B, bin string, n int) (first, adopt time.Duration, g
 	d2 := startServe(b, bin, dir, "--on-shutdown", "stop")
 	first = awaitServing(b, c, d2)
 	log, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
+	if to := os.Getenv("READOPT_LOG"); to != "" { // both serves' logs, to see where the start went
+		os.WriteFile(to, log, 0o600)
+	}
 	ms := adoptTook.FindAllSubmatch(log, -1)
 	if len(ms) == 0 {
 		b.Fatal("no adoption line in the daemon log")

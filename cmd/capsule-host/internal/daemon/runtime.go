@@ -104,6 +104,7 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
+	phases := newPhases()
 	engine, err := prepare(cfg, o)
 	if err != nil {
 		return nil, err
@@ -112,10 +113,12 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 	if err != nil {
 		return nil, err
 	}
+	phases.mark("backends")
 	dur, err := openDurable(cfg, o.SalvageJournal, lg)
 	if err != nil {
 		return nil, err
 	}
+	phases.mark("journal")
 	defer func() {
 		if err != nil {
 			dur.keep = true // a failed start ends nothing it did not start
@@ -145,6 +148,8 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			_ = reg.Detach(sctx) // a failed start ends no process an earlier daemon left
 		}
 	}()
+	adopt := startAdopt(ctx, reg)
+	defer adopt.abandonUnlessTaken()
 	h, err := openHost(ctx, cfg, engine, reg, set.names(), lg)
 	if err != nil {
 		return nil, err
@@ -160,17 +165,48 @@ func Open(ctx context.Context, cfg *config.Config, o Options) (rt *Runtime, err 
 			_ = h.Close(sctx)
 		}
 	}()
+	phases.mark("host")
 	if err := rt.loadCapsules(ctx, o); err != nil {
 		return nil, err
 	}
-	// Before the first call: every journaled process is back (or known
-	// lost), and nothing runs that no record owns.
-	if rt.Adopted, err = reg.Adopt(ctx); err != nil {
+	phases.mark("capsules")
+	if rt.Adopted, err = adopt.take().Finish(ctx); err != nil {
 		return nil, err
 	}
+	phases.mark("adopt")
 	cl.serve(reg)
 	rt.Progress.setReady()
+	phases.log(lg)
 	return rt, nil
+}
+
+// pendingAdopt is a PrepareAdopt running while the capsules compile
+// (the two slow parts of a restart): nothing is published, and no call
+// served, before its Finish (RFC §16, Adopt). Open is ready only after
+// Finish: every journaled process is back (or known lost), and nothing
+// runs that no record owns.
+type pendingAdopt struct {
+	ch    chan *registry.Adoption
+	taken bool
+}
+
+func startAdopt(ctx context.Context, reg *registry.Registry) *pendingAdopt {
+	p := &pendingAdopt{ch: make(chan *registry.Adoption, 1)}
+	go func() { p.ch <- reg.PrepareAdopt(ctx) }()
+	return p
+}
+
+// take waits for PrepareAdopt to end.
+func (p *pendingAdopt) take() *registry.Adoption {
+	p.taken = true
+	return <-p.ch
+}
+
+// abandonUnlessTaken releases the attaches of a start that failed first.
+func (p *pendingAdopt) abandonUnlessTaken() {
+	if !p.taken {
+		p.take().Abandon()
+	}
 }
 
 // prepare picks the engine (the option over the config), checks it is
@@ -402,4 +438,23 @@ func (rt *Runtime) Close(ctx context.Context) error {
 		rt.Log.Error("closing the keepers, journal or lock failed", "err", err)
 	}
 	return errors.Join(errs...)
+}
+
+// phases times Open's steps for one start log line ("started", each
+// step's duration since the one before): where a restart's second goes.
+type phases struct {
+	t0, last time.Time
+	attrs    []any
+}
+
+func newPhases() *phases { now := time.Now(); return &phases{t0: now, last: now} }
+
+func (p *phases) mark(name string) {
+	now := time.Now()
+	p.attrs = append(p.attrs, name, now.Sub(p.last).Round(time.Microsecond))
+	p.last = now
+}
+
+func (p *phases) log(lg *slog.Logger) {
+	lg.Info("started", append(p.attrs, "took", time.Since(p.t0).Round(time.Microsecond))...)
 }

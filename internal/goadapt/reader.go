@@ -3,6 +3,8 @@ package goadapt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/capsule-host/capsule-host/internal/leb128"
 )
 
 // The errors Inject returns wrap one of these (errors.Is).
@@ -82,21 +84,15 @@ func (r *reader) bytes(n int) []byte {
 
 // uleb reads an unsigned LEB128 of at most bits bits.
 func (r *reader) uleb(bits uint) uint64 {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		c := r.byte()
-		if r.err != nil {
-			return 0
-		}
-		if shift >= bits || (shift+7 > bits && uint64(c&0x7f)>>(bits-shift) != 0) {
-			r.fail(ErrMalformed, "LEB128 integer too long for %d bits", bits)
-			return 0
-		}
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v
-		}
+	if r.err != nil {
+		return 0
 	}
+	v, n, err := leb128.Unsigned(r.b[r.pos:r.end], bits)
+	r.pos += n
+	if err != nil {
+		r.lebFail(err, "LEB128 integer too long for %d bits", bits)
+	}
+	return v
 }
 
 func (r *reader) u32() uint32 { return uint32(r.uleb(32)) }
@@ -104,26 +100,25 @@ func (r *reader) u32() uint32 { return uint32(r.uleb(32)) }
 // sleb reads a signed LEB128 of at most bits bits (the value is not
 // needed, only its extent, except for i32.const offsets).
 func (r *reader) sleb(bits uint) int64 {
-	var v int64
-	var shift uint
-	for {
-		c := r.byte()
-		if r.err != nil {
-			return 0
-		}
-		if shift >= bits {
-			r.fail(ErrMalformed, "signed LEB128 integer too long for %d bits", bits)
-			return 0
-		}
-		v |= int64(c&0x7f) << shift
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+	if r.err != nil {
+		return 0
 	}
+	v, n, err := leb128.Signed(r.b[r.pos:r.end], bits)
+	r.pos += n
+	if err != nil {
+		r.lebFail(err, "signed LEB128 integer too long for %d bits", bits)
+	}
+	return v
+}
+
+// lebFail records a leb128 error after the byte at fault: the end of the
+// bytes, or the reader's message for an encoding the width refuses.
+func (r *reader) lebFail(err error, format string, args ...any) {
+	if errors.Is(err, leb128.ErrTruncated) {
+		r.fail(ErrMalformed, "unexpected end")
+		return
+	}
+	r.fail(ErrMalformed, format, args...)
 }
 
 // count reads a vector length, refusing one that cannot fit in the
@@ -150,28 +145,9 @@ func (r *reader) done() {
 	}
 }
 
-func appendULEB(b []byte, v uint64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
-}
+func appendULEB(b []byte, v uint64) []byte { return leb128.AppendUnsigned(b, v) }
 
-func appendSLEB(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func appendSLEB(b []byte, v int64) []byte { return leb128.AppendSigned(b, v) }
 
 // nameMap reads a name map, checking its indices ascend below limit; it
 // returns the count and leaves mapStart at the first entry.

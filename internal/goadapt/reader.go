@@ -84,15 +84,7 @@ func (r *reader) bytes(n int) []byte {
 
 // uleb reads an unsigned LEB128 of at most bits bits.
 func (r *reader) uleb(bits uint) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n, err := leb128.Unsigned(r.b[r.pos:r.end], bits)
-	r.pos += n
-	if err != nil {
-		r.lebFail(err, "LEB128 integer too long for %d bits", bits)
-	}
-	return v
+	return readLEB(r, leb128.Unsigned, bits, "LEB128 integer too long for %d bits")
 }
 
 func (r *reader) u32() uint32 { return uint32(r.uleb(32)) }
@@ -100,25 +92,26 @@ func (r *reader) u32() uint32 { return uint32(r.uleb(32)) }
 // sleb reads a signed LEB128 of at most bits bits (the value is not
 // needed, only its extent, except for i32.const offsets).
 func (r *reader) sleb(bits uint) int64 {
+	return readLEB(r, leb128.Signed, bits, "signed LEB128 integer too long for %d bits")
+}
+
+// readLEB decodes one integer at pos with a leb128 decoder and records
+// its error after the byte at fault: the end of the bytes, or tooLong
+// (formatted with bits) for an encoding the width refuses.
+func readLEB[T uint64 | int64](r *reader, decode func([]byte, uint) (T, int, error), bits uint, tooLong string) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n, err := leb128.Signed(r.b[r.pos:r.end], bits)
+	v, n, err := decode(r.b[r.pos:r.end], bits)
 	r.pos += n
-	if err != nil {
-		r.lebFail(err, "signed LEB128 integer too long for %d bits", bits)
+	switch {
+	case err == nil:
+	case errors.Is(err, leb128.ErrTruncated):
+		r.fail(ErrMalformed, "unexpected end")
+	default:
+		r.fail(ErrMalformed, tooLong, bits)
 	}
 	return v
-}
-
-// lebFail records a leb128 error after the byte at fault: the end of the
-// bytes, or the reader's message for an encoding the width refuses.
-func (r *reader) lebFail(err error, format string, args ...any) {
-	if errors.Is(err, leb128.ErrTruncated) {
-		r.fail(ErrMalformed, "unexpected end")
-		return
-	}
-	r.fail(ErrMalformed, format, args...)
 }
 
 // count reads a vector length, refusing one that cannot fit in the

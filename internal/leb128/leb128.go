@@ -36,14 +36,25 @@ func width(bits uint) uint {
 // error, n counts the bytes read up to and including the one at fault
 // (len(b) when truncated).
 func Unsigned(b []byte, bits uint) (v uint64, n int, err error) {
-	bits = width(bits)
+	return decode(b, width(bits), false)
+}
+
+// Signed decodes a two's-complement integer of at most bits bits (1 to
+// 64) from the start of b, sign-extended to 64 bits; n as for Unsigned.
+func Signed(b []byte, bits uint) (v int64, n int, err error) {
+	u, n, err := decode(b, width(bits), true)
+	return int64(u), n, err
+}
+
+func decode(b []byte, bits uint, signed bool) (uint64, int, error) {
+	var v uint64
 	for i, shift := 0, uint(0); ; i, shift = i+1, shift+7 {
 		if i >= len(b) {
 			return 0, len(b), ErrTruncated
 		}
 		c := b[i]
 		if left := bits - shift; left <= 7 { // the last byte the width allows
-			if c&0x7f>>left != 0 {
+			if !fits(c&0x7f, left, signed) {
 				return 0, i + 1, ErrTooLarge
 			}
 			if c&0x80 != 0 {
@@ -52,37 +63,23 @@ func Unsigned(b []byte, bits uint) (v uint64, n int, err error) {
 		}
 		v |= uint64(c&0x7f) << shift
 		if c&0x80 == 0 {
+			if signed && shift+7 < 64 && c&0x40 != 0 {
+				v |= ^uint64(0) << (shift + 7)
+			}
 			return v, i + 1, nil
 		}
 	}
 }
 
-// Signed decodes a two's-complement integer of at most bits bits (1 to
-// 64) from the start of b, sign-extended to 64 bits; n as for Unsigned.
-func Signed(b []byte, bits uint) (v int64, n int, err error) {
-	bits = width(bits)
-	for i, shift := 0, uint(0); ; i, shift = i+1, shift+7 {
-		if i >= len(b) {
-			return 0, len(b), ErrTruncated
-		}
-		c := b[i]
-		if left := bits - shift; left <= 7 { // the last byte the width allows
-			// The sign bit and every bit above it must be equal.
-			if hi := c & 0x7f >> (left - 1); hi != 0 && hi != 0x7f>>(left-1) {
-				return 0, i + 1, ErrTooLarge
-			}
-			if c&0x80 != 0 {
-				return 0, i + 1, ErrTooLong
-			}
-		}
-		v |= int64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			if shift+7 < 64 && c&0x40 != 0 {
-				v |= -1 << (shift + 7)
-			}
-			return v, i + 1, nil
-		}
+// fits reports whether the 7 value bits g of a last byte that holds the
+// top left bits of the integer leave the rest unused: zero, or when
+// signed equal to the sign bit (bit left-1).
+func fits(g byte, left uint, signed bool) bool {
+	if !signed {
+		return g>>left == 0
 	}
+	hi := g >> (left - 1)
+	return hi == 0 || hi == 0x7f>>(left-1)
 }
 
 // AppendUnsigned appends the shortest encoding of v.

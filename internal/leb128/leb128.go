@@ -22,7 +22,7 @@ var (
 	ErrTooLarge = errors.New("leb128: integer too large")
 )
 
-// width is bits as the decoders use it: 1 to 64 (a wider request reads
+// width is bits as the decoders use it: 1 to 64 (0 or a wider request reads
 // as 64, the widest value the results hold).
 func width(bits uint) uint {
 	if bits == 0 || bits > 64 {

@@ -4,21 +4,13 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/capsule-host/capsule-host/internal/leb128"
 )
 
 // Encoders for hand-built binaries.
 
-func leb(n uint64) []byte {
-	var b []byte
-	for {
-		c := byte(n & 0x7f)
-		n >>= 7
-		if n == 0 {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func leb(n uint64) []byte { return leb128.AppendUnsigned(nil, n) }
 
 func str(s string) []byte { return append(leb(uint64(len(s))), s...) }
 
@@ -76,6 +68,8 @@ func TestParseErrors(t *testing.T) {
 		{name: "truncated section header", bin: cat(compHeader, []byte{secType, 0x80}), kind: ErrMalformed, section: "section header", reason: "end of section"},
 		{name: "gigabyte count", bin: comp(sec(secType, cat(leb(0xffffffff), []byte{0x40}))), kind: ErrMalformed, section: "type", reason: "count 4294967295 exceeds"},
 		{name: "leb too long", bin: comp(sec(secType, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0x01})), kind: ErrMalformed, section: "type", reason: "too large"},
+		{name: "s33 of 2^32 (not type 0)", bin: comp(sec(secType, vec([]byte{0x72, 0x01, 0x01, 'a', 0x73}, []byte{0x6f, 0x01, 0x80, 0x80, 0x80, 0x80, 0x10}))), kind: ErrMalformed, section: "type", reason: "s33 out of range"},
+		{name: "s33 too long", bin: comp(sec(secType, vec([]byte{0x6f, 0x01, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}))), kind: ErrMalformed, section: "type", reason: "s33 too long"},
 		{name: "core instance of missing module", bin: comp(sec(secCoreInstance, vec(cat([]byte{0x00}, leb(3), vec())))), kind: ErrMalformed, section: "core instance", reason: "core module index 3 out of range (0 defined)"},
 		{name: "alias of missing instance", bin: comp(sec(secAlias, vec(cat([]byte{0x00, 0x00, 0x01}, leb(0), str("f"))))), kind: ErrMalformed, section: "alias", reason: "core instance index 0 out of range"},
 		{name: "lift of missing core func", bin: comp(sec(secType, vec([]byte{0x40, 0x00, 0x01, 0x00})), sec(secCanon, vec(cat([]byte{0x00, 0x00}, leb(7), leb(0), leb(0))))), kind: ErrMalformed, section: "canon", reason: "core func index 7 out of range"},
@@ -120,6 +114,40 @@ func TestParseErrors(t *testing.T) {
 				t.Fatalf("unsupported without a hint: %v", err)
 			}
 		})
+	}
+}
+
+// TestReaderLEB: the reader's integers keep their widths (u32, s33, u64)
+// and report a bad encoding as ErrMalformed after the byte at fault.
+func TestReaderLEB(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		read func(*reader) int64
+		v    int64
+		pos  int // where the read stops, and an error's offset
+		bad  bool
+	}{
+		{"u32 max", []byte{0xff, 0xff, 0xff, 0xff, 0x0f}, func(r *reader) int64 { return int64(r.u32()) }, 1<<32 - 1, 5, false},
+		{"u32 unused bit", []byte{0xff, 0xff, 0xff, 0xff, 0x1f}, func(r *reader) int64 { return int64(r.u32()) }, 0, 5, true},
+		{"u32 sixth byte", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, func(r *reader) int64 { return int64(r.u32()) }, 0, 5, true},
+		{"u32 truncated", []byte{0x80, 0x80}, func(r *reader) int64 { return int64(r.u32()) }, 0, 2, true},
+		{"u64 max", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, func(r *reader) int64 { return int64(r.leb(64)) }, -1, 10, false},
+		{"s33 max index", []byte{0xff, 0xff, 0xff, 0xff, 0x0f}, (*reader).s33, 1<<32 - 1, 5, false},
+		{"s33 primitive code", []byte{0x7f, 0x00}, (*reader).s33, -1, 1, false},
+		{"s33 min", []byte{0x80, 0x80, 0x80, 0x80, 0x70}, (*reader).s33, -1 << 32, 5, false},
+		{"s33 2^32", []byte{0x80, 0x80, 0x80, 0x80, 0x10}, (*reader).s33, 0, 5, true},
+		{"s33 truncated", []byte{0xff}, (*reader).s33, 0, 1, true},
+	} {
+		r := &reader{b: tc.in, base: 100, section: "type"}
+		v := tc.read(r)
+		if v != tc.v || r.pos != tc.pos || (r.err != nil) != tc.bad {
+			t.Errorf("%s: got %d at %d, err %v; want %d at %d, error %v", tc.name, v, r.pos, r.err, tc.v, tc.pos, tc.bad)
+			continue
+		}
+		if tc.bad && (!errors.Is(r.err, ErrMalformed) || r.err.Offset != 100+tc.pos) {
+			t.Errorf("%s: error %v at %d; want ErrMalformed at %d", tc.name, r.err, r.err.Offset, 100+tc.pos)
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/capsule-host/capsule-host/host/process"
+	"github.com/capsule-host/capsule-host/internal/leb128"
 )
 
 // FuzzParse: Parse never panics, and every refusal is a *Error of one of
@@ -68,18 +69,8 @@ func sharedTypes(n int) []byte {
 	return comp(sec(secType, vec(items...)))
 }
 
-// sleb is a non-negative n as a signed LEB128 (a valtype's type index).
-func sleb(n int) []byte {
-	var out []byte
-	for {
-		b := byte(n & 0x7f)
-		n >>= 7
-		if n == 0 && b&0x40 == 0 {
-			return append(out, b)
-		}
-		out = append(out, b|0x80)
-	}
-}
+// sleb is n as a signed LEB128 (a valtype's type index).
+func sleb(n int) []byte { return leb128.AppendSigned(nil, int64(n)) }
 
 // A type DAG of 2^200 constructors unfolded is described within the
 // budget (it would never finish unbounded).

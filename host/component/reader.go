@@ -1,7 +1,10 @@
 package component
 
 import (
+	"errors"
 	"unicode/utf8"
+
+	"github.com/capsule-host/capsule-host/internal/leb128"
 )
 
 // reader decodes one section. The first error sticks: later reads return
@@ -53,47 +56,43 @@ func (r *reader) peek() byte {
 
 // leb reads an unsigned LEB128 of at most bits bits.
 func (r *reader) leb(bits uint) uint64 {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		c := r.byte()
-		if r.err != nil {
-			return 0
-		}
-		if shift >= bits || (shift+7 > bits && uint64(c&0x7f)>>(bits-shift) != 0) {
-			r.fail("integer too large for %d bits", bits)
-			return 0
-		}
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v
-		}
+	if r.err != nil {
+		return 0
 	}
+	v, n, err := leb128.Unsigned(r.b[r.pos:], bits)
+	r.pos += n
+	if err != nil {
+		r.lebFail(err, "integer too large for %d bits", bits)
+	}
+	return v
 }
 
 func (r *reader) u32() uint32 { return uint32(r.leb(32)) }
 
 // s33 reads a signed 33-bit LEB128 (a type index or a negative type code).
 func (r *reader) s33() int64 {
-	var v int64
-	var shift uint
-	for {
-		c := r.byte()
-		if r.err != nil {
-			return 0
-		}
-		if shift >= 33 {
-			r.fail("s33 too long")
-			return 0
-		}
-		v |= int64(c&0x7f) << shift
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+	if r.err != nil {
+		return 0
 	}
+	v, n, err := leb128.Signed(r.b[r.pos:], 33)
+	r.pos += n
+	switch {
+	case errors.Is(err, leb128.ErrTooLarge): // the last byte's unused bits are not the sign's
+		r.fail("s33 out of range")
+	case err != nil:
+		r.lebFail(err, "s33 too long")
+	}
+	return v
+}
+
+// lebFail records a leb128 error after the byte at fault: the end of the
+// section, or the reader's message for an encoding the width refuses.
+func (r *reader) lebFail(err error, format string, args ...any) {
+	if errors.Is(err, leb128.ErrTruncated) {
+		r.fail("unexpected end of section")
+		return
+	}
+	r.fail(format, args...)
 }
 
 // count reads a vector length and refuses one that cannot fit in the rest

@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/capsule-host/capsule-host/internal/leb128"
 )
 
 // ExternDef is a core module's import (Module set) or export.
@@ -65,16 +67,20 @@ func (r *coreReader) byte() byte {
 }
 
 func (r *coreReader) u32() uint32 {
-	var v uint32
-	for shift := 0; shift < 35; shift += 7 {
-		c := r.byte()
-		v |= uint32(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v
-		}
+	if r.err != nil {
+		return 0
 	}
-	r.err = errors.New("LEB128 too long")
-	return 0
+	v, n, err := leb128.Unsigned(r.b[r.p:], 32)
+	r.p += n
+	switch {
+	case errors.Is(err, leb128.ErrTruncated):
+		r.err = errors.New("unexpected end")
+	case errors.Is(err, leb128.ErrTooLarge):
+		r.err = errors.New("LEB128 too large for 32 bits")
+	case err != nil:
+		r.err = errors.New("LEB128 too long")
+	}
+	return uint32(v)
 }
 
 func (r *coreReader) name() string {

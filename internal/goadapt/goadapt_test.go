@@ -181,3 +181,38 @@ func FuzzInject(f *testing.F) {
 		}
 	})
 }
+
+// TestReaderLEB: uleb and sleb keep their widths and report a bad
+// encoding as ErrMalformed at the byte after the one at fault, reading
+// nothing past the reader's end.
+func TestReaderLEB(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		end  int
+		read func(*reader) int64
+		v    int64
+		pos  int // where the read stops, and an error's offset
+		bad  bool
+	}{
+		{"u32 max", []byte{0xff, 0xff, 0xff, 0xff, 0x0f}, 5, func(r *reader) int64 { return int64(r.u32()) }, 1<<32 - 1, 5, false},
+		{"u32 unused bit", []byte{0xff, 0xff, 0xff, 0xff, 0x1f}, 5, func(r *reader) int64 { return int64(r.u32()) }, 0, 5, true},
+		{"u32 past the end", []byte{0x80, 0x01}, 1, func(r *reader) int64 { return int64(r.u32()) }, 0, 1, true},
+		{"u64 limits minimum", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 10, func(r *reader) int64 { return int64(r.uleb(64)) }, -1, 10, false},
+		{"u64 eleventh byte", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00}, 11, func(r *reader) int64 { return int64(r.uleb(64)) }, 0, 10, true},
+		{"i32.const min", []byte{0x80, 0x80, 0x80, 0x80, 0x78}, 5, func(r *reader) int64 { return r.sleb(32) }, -1 << 31, 5, false},
+		{"i32.const 2^31", []byte{0x80, 0x80, 0x80, 0x80, 0x08}, 5, func(r *reader) int64 { return r.sleb(32) }, 0, 5, true},
+		{"i64.const min", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x7f}, 10, func(r *reader) int64 { return r.sleb(64) }, -1 << 63, 10, false},
+		{"i64.const tenth byte not sign", []byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}, 10, func(r *reader) int64 { return r.sleb(64) }, 0, 10, true},
+	} {
+		r := newReader(tc.in, 0, tc.end, "data")
+		v := tc.read(r)
+		if v != tc.v || r.pos != tc.pos || (r.err != nil) != tc.bad {
+			t.Errorf("%s: got %d at %d, err %v; want %d at %d, error %v", tc.name, v, r.pos, r.err, tc.v, tc.pos, tc.bad)
+			continue
+		}
+		if tc.bad && (!errors.Is(r.err, ErrMalformed) || r.err.Offset != tc.pos) {
+			t.Errorf("%s: error %v; want ErrMalformed at %d", tc.name, r.err, tc.pos)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package goadapt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/capsule-host/capsule-host/internal/leb128"
 )
 
 // The errors Inject returns wrap one of these (errors.Is).
@@ -82,21 +84,7 @@ func (r *reader) bytes(n int) []byte {
 
 // uleb reads an unsigned LEB128 of at most bits bits.
 func (r *reader) uleb(bits uint) uint64 {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		c := r.byte()
-		if r.err != nil {
-			return 0
-		}
-		if shift >= bits || (shift+7 > bits && uint64(c&0x7f)>>(bits-shift) != 0) {
-			r.fail(ErrMalformed, "LEB128 integer too long for %d bits", bits)
-			return 0
-		}
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v
-		}
-	}
+	return readLEB(r, leb128.Unsigned, bits, "LEB128 integer too long for %d bits")
 }
 
 func (r *reader) u32() uint32 { return uint32(r.uleb(32)) }
@@ -104,26 +92,26 @@ func (r *reader) u32() uint32 { return uint32(r.uleb(32)) }
 // sleb reads a signed LEB128 of at most bits bits (the value is not
 // needed, only its extent, except for i32.const offsets).
 func (r *reader) sleb(bits uint) int64 {
-	var v int64
-	var shift uint
-	for {
-		c := r.byte()
-		if r.err != nil {
-			return 0
-		}
-		if shift >= bits {
-			r.fail(ErrMalformed, "signed LEB128 integer too long for %d bits", bits)
-			return 0
-		}
-		v |= int64(c&0x7f) << shift
-		shift += 7
-		if c&0x80 == 0 {
-			if shift < 64 && c&0x40 != 0 {
-				v |= -1 << shift
-			}
-			return v
-		}
+	return readLEB(r, leb128.Signed, bits, "signed LEB128 integer too long for %d bits")
+}
+
+// readLEB decodes one integer at pos with a leb128 decoder and records
+// its error after the byte at fault: the end of the bytes, or tooLong
+// (formatted with bits) for an encoding the width refuses.
+func readLEB[T uint64 | int64](r *reader, decode func([]byte, uint) (T, int, error), bits uint, tooLong string) T {
+	if r.err != nil {
+		return 0
 	}
+	v, n, err := decode(r.b[r.pos:r.end], bits)
+	r.pos += n
+	switch {
+	case err == nil:
+	case errors.Is(err, leb128.ErrTruncated):
+		r.fail(ErrMalformed, "unexpected end")
+	default:
+		r.fail(ErrMalformed, tooLong, bits)
+	}
+	return v
 }
 
 // count reads a vector length, refusing one that cannot fit in the
@@ -150,28 +138,9 @@ func (r *reader) done() {
 	}
 }
 
-func appendULEB(b []byte, v uint64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
-}
+func appendULEB(b []byte, v uint64) []byte { return leb128.AppendUnsigned(b, v) }
 
-func appendSLEB(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func appendSLEB(b []byte, v int64) []byte { return leb128.AppendSigned(b, v) }
 
 // nameMap reads a name map, checking its indices ascend below limit; it
 // returns the count and leaves mapStart at the first entry.

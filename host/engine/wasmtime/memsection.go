@@ -2,7 +2,11 @@
 
 package wasmtime
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/capsule-host/capsule-host/internal/leb128"
+)
 
 // definedMemoryMinimums returns the minimum page count of every memory a
 // module defines (section 5), exported or not: wasmtime's Module API only
@@ -61,17 +65,12 @@ func definedMemoryMinimums(wasm []byte) ([]uint64, error) {
 
 var errShort = errors.New("wasm: truncated section")
 
+// uleb reads a LEB128 of up to 64 bits (memory64 limits); any fault is
+// errShort, as the module is already valid.
 func uleb(b []byte) (v uint64, n int, err error) {
-	var shift uint
-	for i, c := range b {
-		if i == 10 {
-			break
-		}
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v, i + 1, nil
-		}
-		shift += 7
+	v, n, err = leb128.Unsigned(b, 64)
+	if err != nil {
+		return 0, 0, errShort
 	}
-	return 0, 0, errShort
+	return v, n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/capsule-host/capsule-host/host/engine"
+	"github.com/capsule-host/capsule-host/internal/leb128"
 )
 
 // reexportItem is one import-and-export of a generated re-export module.
@@ -32,11 +33,9 @@ func reexportModule(items []reexportItem) ([]byte, error) {
 		switch it.kind {
 		case engine.ExternFunc:
 			types = append(types, 0x60)
-			types = append(types, leb(uint32(len(it.params)))...)
-			types = append(types, it.params...)
-			types = append(types, leb(uint32(len(it.results)))...)
-			types = append(types, it.results...)
-			imports = append(imports, leb(uint32(nTypes))...)
+			types = append(leb128.AppendUnsigned(types, uint64(len(it.params))), it.params...)
+			types = append(leb128.AppendUnsigned(types, uint64(len(it.results))), it.results...)
+			imports = leb128.AppendUnsigned(imports, uint64(nTypes))
 			nTypes++
 		case engine.ExternTable:
 			imports = append(imports, 0x70, 0x00, 0x00)
@@ -54,7 +53,7 @@ func reexportModule(items []reexportItem) ([]byte, error) {
 		}
 		exports = append(exports, wasmName(it.export)...)
 		exports = append(exports, byte(it.kind))
-		exports = append(exports, leb(count[it.kind])...)
+		exports = leb128.AppendUnsigned(exports, uint64(count[it.kind]))
 		count[it.kind]++
 	}
 	out := []byte("\x00asm\x01\x00\x00\x00")
@@ -68,23 +67,9 @@ func section(out []byte, id byte, n uint32, body []byte) []byte {
 	if n == 0 {
 		return out
 	}
-	content := append(leb(n), body...)
-	out = append(out, id)
-	out = append(out, leb(uint32(len(content)))...)
+	content := append(leb128.AppendUnsigned(nil, uint64(n)), body...)
+	out = leb128.AppendUnsigned(append(out, id), uint64(len(content)))
 	return append(out, content...)
 }
 
-func wasmName(s string) []byte { return append(leb(uint32(len(s))), s...) }
-
-func leb(v uint32) []byte {
-	var out []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			out = append(out, c|0x80)
-			continue
-		}
-		return append(out, c)
-	}
-}
+func wasmName(s string) []byte { return append(leb128.AppendUnsigned(nil, uint64(len(s))), s...) }

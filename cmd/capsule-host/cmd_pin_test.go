@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -31,6 +32,20 @@ func testcapCopy(t *testing.T) (dir, digest, manifestText string) {
 		t.Fatal(err)
 	}
 	return dir, hex.EncodeToString(s[:]), string(b)
+}
+
+// dirNames lists the names in dir, sorted.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 var pinLineRE = regexp.MustCompile(`(?m)^sha256 = "[0-9a-f]{64}"$`)
@@ -71,6 +86,7 @@ func TestPinRewritesInPlace(t *testing.T) {
 	dir, digest, text := testcapCopy(t)
 	stale := strings.Repeat("e050", 16)
 	writeManifest(t, dir, withPin(t, text, `sha256 = "`+stale+`"   # pinned by "pin"`), 0o640)
+	files := dirNames(t, dir)
 
 	out, errOut, code := runCLI(t, "", "pin", "--check", dir)
 	if code != exitFailed || out != "" || !strings.Contains(errOut, "Capsule.toml:9: stale pin testcap: sha256 e050…→"+digest[:4]+"…") ||
@@ -92,8 +108,8 @@ func TestPinRewritesInPlace(t *testing.T) {
 	if err != nil || fi.Mode().Perm() != 0o640 {
 		t.Fatalf("mode after pin: %v %v", fi.Mode(), err)
 	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 3 {
-		t.Fatalf("pin left files behind: %v", ents)
+	if after := dirNames(t, dir); !slices.Equal(after, files) {
+		t.Fatalf("pin left files behind: %v, before %v", after, files)
 	}
 
 	before := readManifest(t, dir)

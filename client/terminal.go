@@ -29,16 +29,31 @@ type Key struct {
 // named keys and text, encoded for its modes), Paste (a terminal paste;
 // Submit adds Enter) and Data (raw bytes to stdin, as a terminal sends
 // keystrokes: what attach forwards).
+//
+// Screen (a terminal only) answers with the screen once the program
+// reacted, in the same response (capsule-host send --screen): reacted is
+// output logged after the input was written, rendered by the screen
+// (Reaction "output": the first output, not the whole redraw); no output
+// within SettleMS of the write (default 20) is Reaction "quiet", and
+// TimeoutMS (default 2000, capped like wait-for) passing first is
+// "timeout". Both answer the screen as it is, never an error.
 type InputRequest struct {
-	Keys   []Key   `json:"keys,omitempty"`
-	Paste  *string `json:"paste,omitempty"`
-	Submit bool    `json:"submit,omitempty"`
-	Data   []byte  `json:"data,omitempty"`
+	Keys      []Key   `json:"keys,omitempty"`
+	Paste     *string `json:"paste,omitempty"`
+	Submit    bool    `json:"submit,omitempty"`
+	Data      []byte  `json:"data,omitempty"`
+	Screen    bool    `json:"screen,omitempty"`
+	SettleMS  *int64  `json:"settle_ms,omitempty"`
+	TimeoutMS *int64  `json:"timeout_ms,omitempty"`
 }
 
-// InputResponse is how many bytes reached the process.
+// InputResponse is how many bytes reached the process and, for a
+// request with Screen, how the wait ended (output, quiet, timeout) and
+// the screen then.
 type InputResponse struct {
-	Written int `json:"written"`
+	Written  int     `json:"written"`
+	Reaction string  `json:"reaction,omitempty"`
+	Screen   *Screen `json:"screen,omitempty"`
 }
 
 // Screen is a terminal's rendered screen.
@@ -99,10 +114,24 @@ func procPath(id, tail string) string { return "/v1/processes/" + url.PathEscape
 
 // Input types into a process.
 func (c *Client) Input(ctx context.Context, id string, req InputRequest) (int, error) {
-	var r InputResponse
-	err := c.do(ctx, "POST", procPath(id, "/input"), req, &r)
+	r, err := c.InputScreen(ctx, id, req)
 	return r.Written, err
 }
+
+// InputScreen types into a process and returns the whole response: with
+// req.Screen, the screen after the program reacted.
+func (c *Client) InputScreen(ctx context.Context, id string, req InputRequest) (InputResponse, error) {
+	var r InputResponse
+	err := c.do(ctx, "POST", procPath(id, "/input"), req, &r)
+	return r, err
+}
+
+// Reactions of an InputResponse with a screen.
+const (
+	ReactionOutput  = "output"
+	ReactionQuiet   = "quiet"
+	ReactionTimeout = "timeout"
+)
 
 // Screen returns a terminal's screen with at most scrollback lines above.
 func (c *Client) Screen(ctx context.Context, id string, scrollback int) (Screen, error) {

@@ -12,6 +12,8 @@ import (
 // termOpts are the flags of the terminal and process-control verbs.
 type termOpts struct {
 	literal, paste, enter bool
+	screen                bool          // send --screen
+	settle, reactBound    time.Duration // send --settle, --timeout; 0: the daemon's default
 	scrollback            int
 	regex                 string
 	quiet                 time.Duration
@@ -24,7 +26,7 @@ type termOpts struct {
 func init() {
 	commands = append(commands,
 		&command{
-			name: "send", args: "ID KEY... [-l] [--paste] [--enter]", summary: "type keys into a terminal process", minArgs: 2, maxArgs: -1,
+			name: "send", args: "ID KEY... [-l] [--paste] [--enter] [--screen [--settle D] [--timeout D]]", summary: "type keys into a terminal process", minArgs: 2, maxArgs: -1,
 			help: `Sends keys to a process's terminal, in order. Each KEY is a tmux key name:
 Enter, Tab, BSpace, Escape, Space, Up, Down, Left, Right, Home, End,
 PageUp, PageDown, F1..F12, or a single character, with C- (control), M-
@@ -33,11 +35,25 @@ and nothing is sent. -l sends the arguments as literal text (joined by
 spaces); --paste pastes them (bracketed when the program asked for it);
 --enter presses Enter after either. Every form needs a terminal process.
 ID may be a unique prefix of 8 or more characters, as everywhere in the
-operator commands.`,
+operator commands.
+
+--screen then prints the screen (as screen does) once the program
+reacted, in the same request: reacted means it printed something after
+the keys were written and the screen rendered it. That is the first
+output (an echo), not a finished redraw: for a command's result use wait
+--for or --quiet, then screen. A program that prints nothing within
+--settle of the keys (default 20ms; stty -echo, a silent key) gets the
+screen as it is then; so does one whose output the screen is still
+rendering when --timeout passes (default 2s), with a note on stderr.
+Neither is an error. --json prints written, reaction (output, quiet,
+timeout) and the screen.`,
 			flags: func(fs *flag.FlagSet, o *opts) {
 				fs.BoolVar(&o.term.literal, "l", false, "send the arguments as literal text")
 				fs.BoolVar(&o.term.paste, "paste", false, "paste the arguments as text")
 				fs.BoolVar(&o.term.enter, "enter", false, "press Enter after the text (with -l or --paste)")
+				fs.BoolVar(&o.term.screen, "screen", false, "print the screen once the program reacted")
+				fs.DurationVar(&o.term.settle, "settle", 0, "with --screen: no output for `duration` after the keys means no reaction (default 20ms)")
+				fs.DurationVar(&o.term.reactBound, "timeout", 0, "with --screen: print the screen as it is after `duration` (default 2s)")
 			},
 			run: runSend,
 		},
@@ -86,12 +102,54 @@ then it exits 1 with wait-timeout. A condition that can no longer happen
 }
 
 func runSend(e *env, o *opts, args []string) error {
-	id, rest := args[0], args[1:]
+	id := args[0]
+	req, err := inputRequest(o.term, args[1:])
+	if err != nil {
+		return err
+	}
+	c, err := client(e)
+	if err != nil {
+		return err
+	}
+	r, err := c.InputScreen(e.ctx, id, req)
+	if err != nil {
+		return err
+	}
+	switch {
+	case e.g.json:
+		return printJSON(e.stdout, r)
+	case r.Screen == nil:
+		return nil
+	}
+	printScreen(e, *r.Screen)
+	if r.Reaction == api.ReactionTimeout {
+		fmt.Fprintln(e.stderr, "note: the bound (--timeout) passed before the screen showed the reaction: this is the screen as it was")
+	}
+	return nil
+}
+
+// inputRequest is send's request: its keys, text or paste, and --screen.
+func inputRequest(t termOpts, rest []string) (api.InputRequest, error) {
 	var req api.InputRequest
-	t := o.term
+	switch {
+	case !t.screen && (t.settle != 0 || t.reactBound != 0):
+		return req, usagef("--settle and --timeout go with --screen")
+	case t.settle < 0 || t.reactBound < 0:
+		return req, usagef("--settle and --timeout want a duration >= 0")
+	case t.screen:
+		req.Screen = true
+		if t.settle > 0 {
+			ms := t.settle.Milliseconds()
+			req.SettleMS = &ms
+		}
+		if t.reactBound > 0 {
+			ms := t.reactBound.Milliseconds()
+			req.TimeoutMS = &ms
+		}
+	}
 	switch {
 	case t.literal && t.paste:
-		return usagef("-l and --paste exclude each other")
+		return req, usagef("-l and --paste exclude each other")
 	case t.literal:
 		req.Keys = []api.Key{{Text: strings.Join(rest, " ")}}
 		if t.enter {
@@ -102,24 +160,13 @@ func runSend(e *env, o *opts, args []string) error {
 		req.Paste, req.Submit = &text, t.enter
 	default:
 		if t.enter {
-			return usagef("--enter goes with -l or --paste (name Enter as a key otherwise)")
+			return req, usagef("--enter goes with -l or --paste (name Enter as a key otherwise)")
 		}
 		for _, k := range rest {
 			req.Keys = append(req.Keys, api.Key{Name: k})
 		}
 	}
-	c, err := client(e)
-	if err != nil {
-		return err
-	}
-	n, err := c.Input(e.ctx, id, req)
-	if err != nil {
-		return err
-	}
-	if e.g.json {
-		return printJSON(e.stdout, api.InputResponse{Written: n})
-	}
-	return nil
+	return req, nil
 }
 
 // screenText is the visible rows, trailing blank rows dropped.
@@ -146,6 +193,13 @@ func runScreen(e *env, o *opts, args []string) error {
 	if e.g.json {
 		return printJSON(e.stdout, s)
 	}
+	printScreen(e, s)
+	return nil
+}
+
+// printScreen prints a screen as text: its scrollback, the rows, and a
+// note on stderr when it misses output.
+func printScreen(e *env, s api.Screen) {
 	for _, l := range s.Scrollback {
 		fmt.Fprintln(e.stdout, l)
 	}
@@ -155,7 +209,6 @@ func runScreen(e *env, o *opts, args []string) error {
 	if s.BehindBytes > 0 || s.SkippedBytes > 0 {
 		fmt.Fprintf(e.stderr, "note: %d bytes not yet rendered, %d lost before rendering (capsule-host logs has the raw output)\n", s.BehindBytes, s.SkippedBytes)
 	}
-	return nil
 }
 
 func runWait(e *env, o *opts, args []string) error {

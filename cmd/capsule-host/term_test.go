@@ -28,8 +28,15 @@ func startTermDaemon(t *testing.T) *testDaemon {
 // spawnTerminal starts bash on a terminal as alice through testcap12.
 func (d *testDaemon) spawnTerminal(t *testing.T, rows, cols int) string {
 	t.Helper()
+	return d.spawnTermCmd(t, rows, cols, "/bin/bash", "--norc", "--noprofile", "-i")
+}
+
+// spawnTermCmd starts cmd on a terminal as alice through testcap12 (PS1
+// "$ ") and stops it in t.Cleanup.
+func (d *testDaemon) spawnTermCmd(t *testing.T, rows, cols int, cmd string, args ...string) string {
+	t.Helper()
 	in, _ := json.Marshal(map[string]any{
-		"request": map[string]any{"cmd": "/bin/bash", "args": []string{"--norc", "--noprofile", "-i"},
+		"request": map[string]any{"cmd": cmd, "args": args,
 			"env": []map[string]string{{"key": "PS1", "value": "$ "}}},
 		"terminal": map[string]any{"rows": rows, "cols": cols},
 	})

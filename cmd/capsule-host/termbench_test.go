@@ -23,8 +23,11 @@ import (
 // against `tmux send-keys -l x` then `tmux capture-pane -p` until the same
 // (cat on a terminal at 80×24 on both; x and BSpace alternate, so the row
 // goes "x", "", "x"...). The capsule-host side runs twice: the full binary
-// and the lean client build; "api" is the same requests from an in-process
-// client (the daemon's share). Sides are interleaved, 10 keystrokes each per
+// and the lean client build; "send-screen" is the lean client's one exec
+// for both, `capsule-host send ID x --screen` (the daemon answers the
+// screen once the echo rendered; a later `screen` only if that screen
+// lacks it); "api" is the same two requests from an in-process client (the
+// daemon's share). Sides are interleaved, 10 keystrokes each per
 // iteration, so load hits them alike. It reports each side's median and
 // the ratio of the medians (the issue's goal: keystroke/tmux < 1) and how
 // many screen reads a keystroke took (the screen lags the key by the
@@ -34,7 +37,7 @@ func BenchmarkKeystrokeCLIVsTmux(b *testing.B) {
 		b.Skip("SKIP: tmux is not installed, so the keystroke cannot be compared with it (apt-get install tmux)")
 	}
 	r := newClientBench(b, false)
-	ours, lean := r.startCat(), r.startCat() // one each: each side alternates its own row
+	ours, lean, one := r.startCat(), r.startCat(), r.startCat() // one each: each side alternates its own row
 	if err := r.tmux("new-session", "-d", "-s", "term", "-x", "80", "-y", "24", "exec cat")(); err != nil {
 		b.Fatal(err)
 	}
@@ -67,7 +70,13 @@ func BenchmarkKeystrokeCLIVsTmux(b *testing.B) {
 			return strings.Join(s.Lines, "\n"), err
 		}},
 	}
-	sides := []testutil.Side{{Name: "capsule-host", Run: ks[0].stroke}, {Name: "lean", Run: ks[1].stroke}, {Name: "tmux", Run: ks[2].stroke}, {Name: "api", Run: ks[3].stroke}}
+	ss := bin(r.leanBin, one)
+	ss.sendScreen = func(k []string) (string, error) {
+		return r.output(append([]string{r.leanBin, "send", one}, append(k, "--screen", "--socket", r.sock)...))
+	}
+	ks = append(ks, ss)
+	sides := []testutil.Side{{Name: "capsule-host", Run: ks[0].stroke}, {Name: "lean", Run: ks[1].stroke}, {Name: "tmux", Run: ks[2].stroke}, {Name: "api", Run: ks[3].stroke},
+		{Name: "send-screen", Run: ks[4].stroke}}
 	times := testutil.Interleave(b, sides, 10)
 	med := testutil.ReportSides(b, "ms", sides, times)
 	for j, s := range sides {
@@ -75,6 +84,7 @@ func BenchmarkKeystrokeCLIVsTmux(b *testing.B) {
 	}
 	b.ReportMetric(med["capsule-host"]/med["tmux"], "keystroke/tmux")
 	b.ReportMetric(med["lean"]/med["tmux"], "lean-keystroke/tmux")
+	b.ReportMetric(med["send-screen"]/med["tmux"], "send-screen/tmux")
 }
 
 // startCat starts cat on a terminal through the shell capsule.
@@ -97,8 +107,11 @@ func (r *clientBench) startCat() string {
 type keystrokeSide struct {
 	send   func(keys []string) error // tmux's words: -l x, or a key name
 	screen func() (string, error)
-	typed  bool // the row shows "x": the next key is BSpace
-	reads  int  // screen reads so far
+	// sendScreen, when set, sends and prints the screen in one command
+	// (send --screen); screen is then read only if that lacks the echo.
+	sendScreen func(keys []string) (string, error)
+	typed      bool // the row shows "x": the next key is BSpace
+	reads      int  // screen reads so far
 }
 
 // stroke sends x or BSpace (alternately), then reads the screen until its
@@ -109,7 +122,17 @@ func (s *keystrokeSide) stroke() error {
 		key, want = []string{"BSpace"}, ""
 	}
 	s.typed = !s.typed
-	if err := s.send(key); err != nil {
+	shows := func(out string) bool {
+		first, _, _ := strings.Cut(out, "\n")
+		return strings.TrimRight(first, " ") == want
+	}
+	if s.sendScreen != nil {
+		out, err := s.sendScreen(key)
+		s.reads++
+		if err != nil || shows(out) {
+			return err
+		}
+	} else if err := s.send(key); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(20 * time.Second)
@@ -119,7 +142,7 @@ func (s *keystrokeSide) stroke() error {
 		if err != nil {
 			return err
 		}
-		if first, _, _ := strings.Cut(out, "\n"); strings.TrimRight(first, " ") == want {
+		if shows(out) {
 			return nil
 		}
 		if time.Now().After(deadline) {

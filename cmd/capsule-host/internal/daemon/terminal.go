@@ -27,7 +27,7 @@ const minIDPrefix = 8
 // terminalRoutes are the routes of this file (routes() adds them).
 func (s *Server) terminalRoutes() []route {
 	return []route{
-		{pattern: "POST /v1/processes/{id}/input", handler: s.input, summary: "Type into a process: named keys, a paste, or raw bytes (attach)", req: api.InputRequest{}, resp: api.InputResponse{}},
+		{pattern: "POST /v1/processes/{id}/input", handler: s.input, summary: "Type into a process: named keys, a paste, or raw bytes (attach); with screen, answer the screen once the program reacted (its first output after the input, rendered; quiet after settle_ms; timeout_ms bounds the wait)", req: api.InputRequest{}, resp: api.InputResponse{}},
 		{pattern: "GET /v1/processes/{id}/screen", handler: s.screen, summary: "A terminal's rendered screen", query: []string{"scrollback"}, resp: api.Screen{}},
 		{pattern: "POST /v1/processes/{id}/resize", handler: s.resize, summary: "Resize a terminal (the program gets SIGWINCH)", req: api.ResizeRequest{}},
 		{pattern: "POST /v1/processes/{id}/wait-for", handler: s.waitFor, summary: "Wait for output matching a regex, quiet, input-wait or exit (bounded)", req: api.WaitForRequest{}, resp: api.WaitForResponse{}},
@@ -89,11 +89,21 @@ func (s *Server) target(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return info.ID, true
 }
 
-func (s *Server) input(w http.ResponseWriter, r *http.Request) {
-	var req api.InputRequest
-	if !decodeBody(w, r, maxBody, "input body", &req) {
-		return
-	}
+// Send-and-screen defaults (InputRequest.Screen): settle is how long
+// after the write no output means the program echoes nothing; the bound
+// is how long the whole wait may take.
+const (
+	defaultSettle      = 20 * time.Millisecond
+	defaultReactBound  = 2 * time.Second
+	maxInputScreenWait = time.Minute
+)
+
+var reactionNames = map[registry.Reaction]string{
+	registry.ReactedOutput: api.ReactionOutput, registry.ReactedQuiet: api.ReactionQuiet, registry.ReactedTimeout: api.ReactionTimeout,
+}
+
+// checkInput says what is wrong with an input body, "" for nothing.
+func checkInput(req api.InputRequest) string {
 	n := 0
 	for _, set := range []bool{len(req.Keys) > 0, req.Paste != nil, len(req.Data) > 0} {
 		if set {
@@ -101,7 +111,34 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if n != 1 {
-		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, "input body: give exactly one of keys, paste and data")
+		return "input body: give exactly one of keys, paste and data"
+	}
+	if !req.Screen && (req.SettleMS != nil || req.TimeoutMS != nil) {
+		return "input body: settle_ms and timeout_ms go with screen"
+	}
+	for name, v := range map[string]*int64{"settle_ms": req.SettleMS, "timeout_ms": req.TimeoutMS} {
+		if v != nil && (*v < 0 || time.Duration(*v)*time.Millisecond > maxInputScreenWait) {
+			return fmt.Sprintf("input body: %s %d: want 0 to %d", name, *v, maxInputScreenWait.Milliseconds())
+		}
+	}
+	return ""
+}
+
+// msOr is a request's milliseconds, or def when it gave none.
+func msOr(v *int64, def time.Duration) time.Duration {
+	if v == nil {
+		return def
+	}
+	return time.Duration(*v) * time.Millisecond
+}
+
+func (s *Server) input(w http.ResponseWriter, r *http.Request) {
+	var req api.InputRequest
+	if !decodeBody(w, r, maxBody, "input body", &req) {
+		return
+	}
+	if bad := checkInput(req); bad != "" {
+		writeErr(w, http.StatusBadRequest, api.CodeInvalidRequest, bad)
 		return
 	}
 	id, ok := s.target(w, r)
@@ -109,25 +146,46 @@ func (s *Server) input(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	reg, ctx := s.rt.Registry, r.Context()
-	var written int
+	var mark registry.InputMark
 	var err error
+	if req.Screen { // before the write: its output is the reaction
+		if mark, err = reg.OperatorMarkInput(id); err != nil {
+			writeRegErr(w, err)
+			return
+		}
+	}
+	written, err := s.writeInput(ctx, id, req)
+	if err != nil {
+		writeRegErr(w, err)
+		return
+	}
+	resp := api.InputResponse{Written: written}
+	if req.Screen {
+		sc, how, err := reg.OperatorAwaitReaction(ctx, id, mark, msOr(req.SettleMS, defaultSettle), msOr(req.TimeoutMS, defaultReactBound))
+		if err != nil {
+			writeRegErr(w, err)
+			return
+		}
+		scr := apiScreen(sc)
+		resp.Reaction, resp.Screen = reactionNames[how], &scr
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// writeInput writes the request's keys, paste or data.
+func (s *Server) writeInput(ctx context.Context, id string, req api.InputRequest) (int, error) {
+	reg := s.rt.Registry
 	switch {
 	case len(req.Keys) > 0:
 		keys := make([]terminal.Key, len(req.Keys))
 		for i, k := range req.Keys {
 			keys[i] = terminal.Key{Name: k.Name, Text: k.Text}
 		}
-		written, err = reg.OperatorSendKeys(ctx, id, keys)
+		return reg.OperatorSendKeys(ctx, id, keys)
 	case req.Paste != nil:
-		written, err = reg.OperatorPaste(ctx, id, []byte(*req.Paste), req.Submit)
-	default:
-		written, err = reg.OperatorWriteStdin(ctx, id, req.Data)
+		return reg.OperatorPaste(ctx, id, []byte(*req.Paste), req.Submit)
 	}
-	if err != nil {
-		writeRegErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.InputResponse{Written: written})
+	return reg.OperatorWriteStdin(ctx, id, req.Data)
 }
 
 func (s *Server) screen(w http.ResponseWriter, r *http.Request) {
@@ -149,12 +207,17 @@ func (s *Server) screen(w http.ResponseWriter, r *http.Request) {
 		writeRegErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.Screen{
+	writeJSON(w, http.StatusOK, apiScreen(sc))
+}
+
+// apiScreen is the API's form of a registry screen.
+func apiScreen(sc registry.Screen) api.Screen {
+	return api.Screen{
 		Rows: sc.Rows, Cols: sc.Cols, Lines: sc.Lines, CursorRow: sc.Cursor.Row, CursorCol: sc.Cursor.Col,
 		CursorVisible: sc.Cursor.Visible, AltScreen: sc.AltScreen, Title: sc.Title,
 		AppCursorKeys: sc.Modes.AppCursor, AppKeypad: sc.Modes.AppKeypad, BracketedPaste: sc.Modes.BracketedPaste,
 		Scrollback: sc.Scrollback, SkippedBytes: sc.Skipped, BehindBytes: sc.Behind, Cursor: sc.LogCursor,
-	})
+	}
 }
 
 func (s *Server) resize(w http.ResponseWriter, r *http.Request) {

@@ -77,3 +77,57 @@ func TestInstanceEntersPoolWithoutHandles(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestPoolClosedWhileInstantiating: a call reserves an instance slot and
+// starts making an instance (slowinit's _initialize takes seconds), the
+// capsule is removed meanwhile (its pool closes with that reservation
+// live), then the call's deadline interrupts the instantiation. The call
+// is a timeout, and the closed pool still drains: before, the failed
+// reservation was given back without finishing the pool, and Host.Close
+// waited for it forever (a component-form hammer with reloads hung so).
+func TestPoolClosedWhileInstantiating(t *testing.T) {
+	e := newHost(t, func(c *host.Config) {
+		c.CallTimeout = 60 * time.Second
+		c.InstantiateTimeout = 120 * time.Second // the load's own instance takes seconds
+	})
+	ctx := context.Background()
+	c, err := e.h.Load(ctx, capsuleDir(t, "slowinit", "testdata/slowinit/slowinit.wasm", "[pool]\nmin_idle = 0\nmax = 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx := host.WithPrincipal(ctx, "alice")
+	// Discard the load's instance, so that the next call makes one.
+	if _, err := e.h.Call(pctx, "slowinit", "trap", "{}"); !errors.Is(err, host.ErrTrap) {
+		t.Fatalf("trap: %v", err)
+	}
+	callCtx, cancel := context.WithTimeout(pctx, 1500*time.Millisecond) // under the 2 s of _initialize
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := e.h.Call(callCtx, "slowinit", "noop", "{}"); done <- err }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if st := c.Stats(); st.Live == 1 && st.Busy == 1 {
+			break // the call holds a reservation and is instantiating
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the call never started an instance: %+v", c.Stats())
+		}
+	}
+	if err := e.h.Remove(ctx, "slowinit"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, host.ErrTimeout) {
+			t.Fatalf("a call whose deadline passed while its instance was being made: %v, want a timeout", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the call did not end at its deadline")
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	start := time.Now()
+	e.h.Close(cctx)
+	if cctx.Err() != nil {
+		t.Fatalf("Host.Close waited %v for the closed pool: it never drained", time.Since(start).Round(time.Millisecond))
+	}
+}

@@ -187,12 +187,28 @@ func (p *pool) acquireSlot(ctx context.Context) (*instance, error) {
 	if err != nil {
 		p.mu.Lock()
 		p.busy--
-		p.live--
 		p.mu.Unlock()
+		p.unreserve()
 		<-p.tokens
 		return nil, err
 	}
 	return in, nil
+}
+
+// unreserve counts one live instance, or one reservation whose instance
+// was never made, gone. The last one of a closed pool finishes it: a
+// reload may close the pool while an instance is being made for a call
+// whose deadline then interrupts it, and a reservation given back without
+// this check left Host.Close waiting forever (a component-form hammer
+// hung so; TestPoolClosedWhileInstantiating).
+func (p *pool) unreserve() {
+	p.mu.Lock()
+	p.live--
+	done := p.closed && p.live == 0
+	p.mu.Unlock()
+	if done {
+		p.finish()
+	}
 }
 
 var errPoolClosed = fmt.Errorf("%w: capsule was removed or reloaded", ErrUnknownCapsule)
@@ -239,13 +255,7 @@ func (p *pool) release(ctx context.Context, in *instance, discard bool) {
 
 func (p *pool) closeInstance(in *instance) {
 	_ = in.ei.Close(context.Background())
-	p.mu.Lock()
-	p.live--
-	done := p.closed && p.live == 0
-	p.mu.Unlock()
-	if done {
-		p.finish()
-	}
+	p.unreserve()
 }
 
 // finish closes the module once the last instance of a closed pool is
@@ -294,9 +304,7 @@ func (p *pool) warm() {
 			}
 			in, err := p.newInstance(context.Background())
 			if err != nil {
-				p.mu.Lock()
-				p.live--
-				p.mu.Unlock()
+				p.unreserve()
 				<-p.tokens
 				p.h.log.Error("warming an instance failed", "capsule", p.c.Name(), "err", err)
 				return

@@ -32,6 +32,7 @@ func TestNewUnknownLang(t *testing.T) {
 // npm install of host/component/testdata/build, so no second npm ci),
 // validate, and the scaffold's own go test calling its tool.
 func TestNewJSBuilds(t *testing.T) {
+	skipSameBinary(t)
 	if testing.Short() {
 		t.Skip("SKIP: -short: the JS scaffold's build runs componentize-js (about a minute)")
 	}

@@ -202,6 +202,7 @@ func TestPinBadInput(t *testing.T) {
 // fails and names the fix, pin fixes it, validate passes, pin again has
 // nothing to do.
 func TestPinE2EBuiltBinary(t *testing.T) {
+	skipSameBinary(t)
 	if testing.Short() {
 		t.Skip("SKIP: -short: the end-to-end test builds the binary")
 	}

@@ -26,6 +26,7 @@ import (
 // principal, stop); ps and logs; SIGTERM; then nothing may be left: no
 // process of the daemon's tree, no socket.
 func TestE2EBuiltBinary(t *testing.T) {
+	skipSameBinary(t)
 	if testing.Short() {
 		t.Skip("SKIP: -short: the end-to-end test builds the binary and runs real processes")
 	}

@@ -36,6 +36,7 @@ func TestLeanClientLinksNoHeavyPackage(t *testing.T) {
 // does, and hands every other command (and --tcp) to capsule-hostd with
 // the same output and exit code.
 func TestLeanClientMatchesFullBinary(t *testing.T) {
+	skipSameBinary(t)
 	if testing.Short() {
 		t.Skip("SKIP: -short: builds both binaries and runs a daemon")
 	}

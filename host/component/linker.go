@@ -88,26 +88,34 @@ func (ln *linker) instantiate(m *coreModule, args map[string]coreInst, off int) 
 // corrupts memory instead of failing (the function reaches it through
 // wit-component's indirection table, so only the names tell). Functions
 // whose types agree across the versions link as before.
+//
+// Linear in the imports and lowerings (a hostile binary may have many of
+// both): the lowered functions are indexed by (interface without version,
+// function).
 func (ln *linker) checkVersions() error {
 	lowered := map[[2]string]bool{}
+	versions := map[[2]string][]string{} // (base, function) → modules lowering it
 	for _, f := range ln.lowered {
+		if lowered[[2]string{f.Module, f.Name}] {
+			continue
+		}
 		lowered[[2]string{f.Module, f.Name}] = true
+		if b, _, ok := splitVersion(f.Module); ok {
+			versions[[2]string{b, f.Name}] = append(versions[[2]string{b, f.Name}], f.Module)
+		}
 	}
 	for _, w := range ln.wants {
 		if lowered[[2]string{w.module, w.name}] {
 			continue
 		}
 		base, _, _ := splitVersion(w.module)
-		for _, f := range ln.lowered {
-			if b, _, ok := splitVersion(f.Module); !ok || b != base || f.Name != w.name {
-				continue
-			}
-			want, got := witFunc(ln.wit[w.module], w.name), witFunc(ln.wit[f.Module], w.name)
+		for _, mod := range versions[[2]string{base, w.name}] {
+			want, got := witFunc(ln.wit[w.module], w.name), witFunc(ln.wit[mod], w.name)
 			if want == nil || got == nil {
 				continue
 			}
 			if df := diffFunc(want, funcTypeOf(got)); df != nil {
-				return &VersionMismatch{Module: w.module, Lowered: f.Module, Func: w.name, Offset: w.off, Path: df.path, Want: df.host, Got: df.comp}
+				return &VersionMismatch{Module: w.module, Lowered: mod, Func: w.name, Offset: w.off, Path: df.path, Want: df.host, Got: df.comp}
 			}
 		}
 	}

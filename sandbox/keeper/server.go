@@ -187,7 +187,6 @@ func (s *server) run(ctx context.Context, ln *net.UnixListener) error {
 		s.stopAll()
 	case <-s.quit:
 	}
-	s.quiesce()
 	ln.Close()
 	<-accepted
 	if err := os.Remove(filepath.Join(s.cfg.Dir, SocketName)); err != nil {
@@ -205,6 +204,7 @@ func (s *server) run(ctx context.Context, ln *net.UnixListener) error {
 	case <-time.After(5 * time.Second):
 		s.logf("connections still busy after 5s; exiting anyway")
 	}
+	s.quiesce() // no client is left to start anything meanwhile
 	s.logf("stopped")
 	return nil
 }

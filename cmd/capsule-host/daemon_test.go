@@ -114,6 +114,17 @@ func (d *testDaemon) cli(t *testing.T, args ...string) (string, string, int) {
 	return runCLI(t, "", append(args, "--socket", d.sock)...)
 }
 
+// must is cli that fails the test unless the command exits 0; it returns
+// stdout.
+func (d *testDaemon) must(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, code := d.cli(t, args...)
+	if code != 0 {
+		t.Fatalf("%v: exit %d: %s", args, code, errOut)
+	}
+	return out
+}
+
 // spawnTicker starts a persistent ticking process as principal through
 // testcap and returns its ID.
 func (d *testDaemon) spawnTicker(t *testing.T, principal string) string {

@@ -39,37 +39,29 @@ func TestSendScreen(t *testing.T) {
 			"bob":   {TokenSHA256: []string{hash(tokB)}},
 		}
 	})
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := d.cli(t, args...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errOut)
-		}
-		return out
-	}
 	sendJSON := func(args ...string) api.InputResponse {
 		t.Helper()
 		var r api.InputResponse
-		if out := must(append(append([]string{"send"}, args...), "--screen", "--json")...); json.Unmarshal([]byte(out), &r) != nil || r.Screen == nil {
+		if out := d.must(t, append(append([]string{"send"}, args...), "--screen", "--json")...); json.Unmarshal([]byte(out), &r) != nil || r.Screen == nil {
 			t.Fatalf("send %v --screen --json: %s", args, out)
 		}
 		return r
 	}
 
 	cat := d.spawnTermCmd(t, 24, 80, "/bin/cat")
-	must("wait", cat, "--input", "--timeout", "20s")
-	if out := must("send", cat, "-l", "hello-cat", "--screen", "--settle", "20s"); strings.TrimSpace(out) != "hello-cat" {
+	d.must(t, "wait", cat, "--input", "--timeout", "20s")
+	if out := d.must(t, "send", cat, "-l", "hello-cat", "--screen", "--settle", "20s"); strings.TrimSpace(out) != "hello-cat" {
 		t.Errorf("send --screen to cat printed %q, want its echo hello-cat", out)
 	}
 	bash := d.spawnTerminal(t, 24, 80)
-	must("wait", bash, "--input", "--timeout", "20s")
+	d.must(t, "wait", bash, "--input", "--timeout", "20s")
 	if r := sendJSON(bash[:10], "x", "--settle", "20s"); r.Reaction != api.ReactionOutput || r.Written != 1 || !strings.Contains(screenText(r.Screen.Lines), "$ x") {
 		t.Errorf("send x --screen to bash: reaction %q, written %d, screen %q", r.Reaction, r.Written, screenText(r.Screen.Lines))
 	}
 
 	// No echo: stty -echo, then cat (blocked reading: the stty is done).
 	silent := d.spawnTermCmd(t, 24, 80, "/bin/sh", "-c", "stty -echo; exec cat")
-	must("wait", silent, "--input", "--timeout", "20s")
+	d.must(t, "wait", silent, "--input", "--timeout", "20s")
 	if r := sendJSON(silent, "-l", "secret"); r.Reaction != api.ReactionQuiet || strings.Contains(screenText(r.Screen.Lines), "secret") {
 		t.Errorf("send --screen with no echo: reaction %q, screen %q; want quiet, no echo", r.Reaction, screenText(r.Screen.Lines))
 	}

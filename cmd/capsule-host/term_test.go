@@ -61,34 +61,26 @@ func TestTerminalVerbs(t *testing.T) {
 	d := startTermDaemon(t)
 	id := d.spawnTerminal(t, 24, 80)
 	pre := id[:10]
-	must := func(args ...string) string {
-		t.Helper()
-		out, errOut, code := d.cli(t, args...)
-		if code != 0 {
-			t.Fatalf("%v: exit %d: %s", args, code, errOut)
-		}
-		return out
-	}
-	must("wait", pre, "--input", "--timeout", "20s")
+	d.must(t, "wait", pre, "--input", "--timeout", "20s")
 	// ps shows the whole command line and the time left before reaping.
-	if out := must("ps"); !strings.Contains(out, "/bin/bash --norc --noprofile -i") || !strings.Contains(out, "REAP") || !strings.Contains(out, "idle ") {
+	if out := d.must(t, "ps"); !strings.Contains(out, "/bin/bash --norc --noprofile -i") || !strings.Contains(out, "REAP") || !strings.Contains(out, "idle ") {
 		t.Errorf("ps:\n%s", out)
 	}
 	var p api.Process
-	if err := json.Unmarshal([]byte(must("inspect", pre, "--json")), &p); err != nil || p.Terminal == nil || p.Terminal.Rows != 24 || p.ReapInMS == nil {
+	if err := json.Unmarshal([]byte(d.must(t, "inspect", pre, "--json")), &p); err != nil || p.Terminal == nil || p.Terminal.Rows != 24 || p.ReapInMS == nil {
 		t.Errorf("inspect --json: %+v (%v)", p, err)
 	}
 	var s api.Screen
-	if err := json.Unmarshal([]byte(must("screen", id, "--json")), &s); err != nil || s.Rows != 24 || s.Cols != 80 || s.Cursor == "" {
+	if err := json.Unmarshal([]byte(d.must(t, "screen", id, "--json")), &s); err != nil || s.Rows != 24 || s.Cols != 80 || s.Cursor == "" {
 		t.Fatalf("screen --json: %+v (%v)", s, err)
 	}
-	must("send", pre, "-l", "echo hi-$((6*7))", "--enter")
-	if out := must("wait", pre, "--for", `hi-42\r?\n`, "--cursor", s.Cursor, "--timeout", "20s"); !strings.HasPrefix(out, "output-matched\ncursor ") {
+	d.must(t, "send", pre, "-l", "echo hi-$((6*7))", "--enter")
+	if out := d.must(t, "wait", pre, "--for", `hi-42\r?\n`, "--cursor", s.Cursor, "--timeout", "20s"); !strings.HasPrefix(out, "output-matched\ncursor ") {
 		t.Errorf("wait --for: %q", out)
 	}
-	waitFor(t, func() bool { return strings.Contains(must("screen", pre), "hi-42") })
-	must("send", pre, "C-u", "e", "x", "i", "t", "Space", "7", "Enter")
-	if out := must("wait", pre, "--timeout", "20s"); !strings.HasPrefix(out, "exited") {
+	waitFor(t, func() bool { return strings.Contains(d.must(t, "screen", pre), "hi-42") })
+	d.must(t, "send", pre, "C-u", "e", "x", "i", "t", "Space", "7", "Enter")
+	if out := d.must(t, "wait", pre, "--timeout", "20s"); !strings.HasPrefix(out, "exited") {
 		t.Errorf("wait for exit: %q", out)
 	}
 	for _, tc := range []struct {
@@ -104,7 +96,7 @@ func TestTerminalVerbs(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want a failure naming %s", tc.args, code, errOut, tc.want)
 		}
 	}
-	must("rm", pre)
+	d.must(t, "rm", pre)
 	if _, errOut, code := d.cli(t, "screen", id); code == 0 || !strings.Contains(errOut, "no such process") {
 		t.Errorf("screen after rm: exit %d %q", code, errOut)
 	}
@@ -114,9 +106,9 @@ func TestTerminalVerbs(t *testing.T) {
 	if _, errOut, code := d.cli(t, "rm", id2); code == 0 || !strings.Contains(errOut, "running") {
 		t.Errorf("rm of a running process: exit %d %q", code, errOut)
 	}
-	must("signal", id2, "SIGKILL")
-	must("wait", id2, "--timeout", "20s")
-	must("rm", id2)
+	d.must(t, "signal", id2, "SIGKILL")
+	d.must(t, "wait", id2, "--timeout", "20s")
+	d.must(t, "rm", id2)
 }
 
 // TestAttachInTmux drives `capsule-host attach` in a real terminal (tmux):

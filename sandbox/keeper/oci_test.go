@@ -1,6 +1,7 @@
 package keeper_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -66,15 +67,7 @@ func testKeeperKilledOCI(t *testing.T, killMonitor bool) {
 	}
 	c := dial(t, dir)
 	ctx := ctxT(t, 90*time.Second)
-	ws := t.TempDir()
-	sp := spec(marker, "/bin/sh", "-c", "echo up; while :; do sleep 1; done", marker)
-	sp.Cwd, sp.Env = ws, []string{"PATH=/bin"}
-	sp.Isolation = sandbox.IsolationSpec{Workspace: ws, Profile: "default"}
-	st, err := c.Start(ctx, sp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, c.Log(st.Ref, keeper.Stdout), 30*time.Second, func(b []byte) bool { return string(b) == "up\n" })
+	st := startUp(t, ctx, c, marker)
 	ociRoot := cfg.OCI.Root
 	if n := entries(t, filepath.Join(ociRoot, "containers")); n != 1 {
 		t.Fatalf("%d container state directories while it runs, want 1", n)
@@ -138,16 +131,7 @@ func TestKeeperStopAllOCIQuiesces(t *testing.T) {
 	ctx := ctxT(t, 90*time.Second)
 	var refs []sandbox.Ref
 	for i := 0; i < 3; i++ {
-		ws := t.TempDir()
-		sp := spec(marker, "/bin/sh", "-c", "echo up; while :; do sleep 1; done", marker)
-		sp.Cwd, sp.Env = ws, []string{"PATH=/bin"}
-		sp.Isolation = sandbox.IsolationSpec{Workspace: ws, Profile: "default"}
-		st, err := c.Start(ctx, sp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, c.Log(st.Ref, keeper.Stdout), 30*time.Second, func(b []byte) bool { return string(b) == "up\n" })
-		refs = append(refs, st.Ref)
+		refs = append(refs, startUp(t, ctx, c, marker).Ref)
 	}
 	containers := filepath.Join(cfg.OCI.Root, "containers")
 	monitors := monitorsOf(t, containers)
@@ -193,6 +177,22 @@ func monitorsOf(t *testing.T, dir string) [][2]int {
 		out = append(out, [2]int{st.PID, int(st.Start)})
 	}
 	return out
+}
+
+// startUp starts a container in the profile "default" that prints "up"
+// and then sleeps, and waits for the "up".
+func startUp(t *testing.T, ctx context.Context, c *keeper.Client, marker string) keeper.Status {
+	t.Helper()
+	ws := t.TempDir()
+	sp := spec(marker, "/bin/sh", "-c", "echo up; while :; do sleep 1; done", marker)
+	sp.Cwd, sp.Env = ws, []string{"PATH=/bin"}
+	sp.Isolation = sandbox.IsolationSpec{Workspace: ws, Profile: "default"}
+	st, err := c.Start(ctx, sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c.Log(st.Ref, keeper.Stdout), 30*time.Second, func(b []byte) bool { return string(b) == "up\n" })
+	return st
 }
 
 // entries counts what a directory holds (0 if it does not exist).

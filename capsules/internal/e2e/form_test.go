@@ -34,8 +34,8 @@ var componentWorlds = map[string]string{
 // host serving both), which a component cannot carry: the component form
 // builds them with these tags, one version of each function.
 var componentTags = map[string][]string{
-	"testcap":   {"capsule_v11only"}, // no 1.0.0 tools
-	"testcap12": {"capsule_v12only"}, // the 1.1.0 tools through 1.2.0's status, list, spawn-persistent
+	"testcap":   componenttest.TestcapTags, // no 1.0.0 tools
+	"testcap12": {"capsule_v12only"},       // the 1.1.0 tools through 1.2.0's status, list, spawn-persistent
 }
 
 var (

@@ -133,8 +133,11 @@ func writeWhole(t testing.TB, path string, b []byte) {
 // component.
 func Testcap(t testing.TB) string {
 	t.Helper()
-	return BuildGo(t, "capsules/testcap", "capsule_v11only")
+	return BuildGo(t, "capsules/testcap", TestcapTags...)
 }
+
+// TestcapTags are the build tags of that form of testcap.
+var TestcapTags = []string{"capsule_v11only"}
 
 var goBuilds sync.Map // pkg and tags → *goBuild
 
@@ -157,7 +160,7 @@ func BuildGo(t testing.TB, pkg string, tags ...string) string {
 	v, _ := goBuilds.LoadOrStore(key, &goBuild{})
 	gb := v.(*goBuild)
 	gb.once.Do(func() {
-		name := strings.ReplaceAll(filepath.Base(pkg)+"-"+strings.Join(tags, "-"), ",", "-")
+		name := filepath.Base(pkg) + "-" + strings.Join(tags, "-")
 		gb.path = filepath.Join(Dir(), ".cache", "gobuild-"+name+".wasm")
 		if gb.err = os.MkdirAll(filepath.Dir(gb.path), 0o755); gb.err != nil {
 			return

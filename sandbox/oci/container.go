@@ -192,7 +192,7 @@ func (c *container) destroy(ctx context.Context) error {
 // monitor writing its "deleted" marker after the keeper's stop_all).
 // Each wait is bounded as in Cleanup; the error is ctx's.
 func (b *Backend) Quiesce(ctx context.Context) error {
-	prefix := filepath.Join(b.root, "containers") + string(filepath.Separator)
+	prefix := b.stateDir("") + string(filepath.Separator) // the containers directory
 	var cs []*container
 	live.Lock()
 	for sdir, c := range live.m {

@@ -406,7 +406,10 @@ type instance struct {
 	stack   [4]uint64
 }
 
-func (in *instance) Memory() engine.Memory { return in.mem }
+// Memory points at the instance's memory value: returning the value
+// itself would box it into the interface, one allocation per import that
+// touches memory (P2, issue 16).
+func (in *instance) Memory() engine.Memory { return &in.mem }
 
 func (in *instance) Realloc(ctx context.Context, oldPtr, oldSize, align, newSize uint32) (uint32, error) {
 	if in.realloc == nil {
@@ -486,7 +489,9 @@ func (m memory) Read(off, n uint32) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	return append([]byte(nil), b...), true
+	c := make([]byte, len(b)) // not append: growslice costs a fifth of a string import
+	copy(c, b)
+	return c, true
 }
 
 func (m memory) Write(off uint32, b []byte) bool {

@@ -12,7 +12,7 @@ import (
 	"github.com/capsule-host/capsule-host/host/component/componenttest"
 )
 
-// Components run (TestLoadJSComponent), but a Go wasip1 reactor wrapped
+// Components run (TestJSLoad), but a Go wasip1 reactor wrapped
 // with the preview1 adapter and without goadapt's cabi_realloc_adapter
 // cannot run anywhere (component/gorealloc.go; TestGoComponent is the
 // case with it): it is refused at Load with a typed *component.Error

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/capsule-host/capsule-host/host"
 	"github.com/capsule-host/capsule-host/host/component"
-	"github.com/capsule-host/capsule-host/host/component/componenttest"
 )
 
 // The capsule:process@1.1.0 contract end to end through the component
@@ -116,7 +114,7 @@ func jsWASI(j *jsEnv) {
 
 func newJSEnv(t *testing.T, wasi bool) *jsEnv {
 	t.Helper()
-	comp := componenttest.BuildJS(t, filepath.Join(componenttest.Dir(), "..", "jscap", "capsule.js"), "capsule:guest/capsule", wasi)
+	comp := jsComponent(t, wasi)
 	e := newHost(t, func(c *host.Config) { c.CallTimeout = 30 * time.Second })
 	if wasi {
 		wasiImports(t, comp)

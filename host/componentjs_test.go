@@ -13,6 +13,7 @@ import (
 	"github.com/capsule-host/capsule-host/host/component/componenttest"
 	"github.com/capsule-host/capsule-host/host/engine"
 	"github.com/capsule-host/capsule-host/host/engine/enginetest"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 const jscapManifest = `
@@ -29,12 +30,27 @@ min_idle = 2
 max = 4
 `
 
-// TestLoadJSComponent: a JavaScript capsule built by componentize-js
+// jsComponent is the JS test capsule (componentize-js, built once and
+// cached). Tests named TestJS* take it; under -race they skip, because a
+// cold compile of its 12 MB StarlingMonkey core module by wazero's
+// race-instrumented compiler takes about a minute (130 s of the race leg
+// for the two of TestJSContract) and race-checks nothing the Go-guest
+// tests of the same host paths do not. `make unit` runs ^TestJS again
+// without -race (NORACE_RUN).
+func jsComponent(t *testing.T, wasi bool) string {
+	t.Helper()
+	if testutil.Race {
+		t.Skip("SKIP under -race: a cold compile of the 12 MB JS component takes about a minute with the race detector; `make unit` runs the TestJS tests again without -race")
+	}
+	return componenttest.BuildJS(t, filepath.Join(componenttest.Dir(), "..", "jscap", "capsule.js"), "capsule:guest/capsule", wasi)
+}
+
+// TestJSLoad: a JavaScript capsule built by componentize-js
 // (a 12 MB component with its own WASI 0.2 imports) loads through
 // Host.Load, pools, and serves tool calls that spawn an ephemeral and a
 // persistent process through canon-lowered capsule:process imports.
-func TestLoadJSComponent(t *testing.T) {
-	comp := componenttest.BuildJS(t, filepath.Join(componenttest.Dir(), "..", "jscap", "capsule.js"), "capsule:guest/capsule", false)
+func TestJSLoad(t *testing.T) {
+	comp := jsComponent(t, false)
 	e := newHost(t, nil)
 	c, err := e.h.Load(context.Background(), capsuleDir(t, "jscap", comp, jscapManifest))
 	if refusedByEngine(t, err) {

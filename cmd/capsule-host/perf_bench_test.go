@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,9 +144,18 @@ func BenchmarkListProcesses(b *testing.B) {
 // (CAPSULE_KEEPER_SYNC_EACH=1), the baseline of the group commit (RFC §16),
 // side by side in the same run.
 //
+// floor is the kernel's share, no capsule-host at all: n bwrap sandboxes
+// around the same sleep, SIGTERM to every one, until all are reaped (RFC
+// §16, "The floor of a stop of 500").
+//
 //	go test -run '^$' -bench Shutdown -benchtime 1x ./cmd/capsule-host
 func BenchmarkShutdown(b *testing.B) {
 	n := listN()
+	b.Run(fmt.Sprintf("floor-%d", n), func(b *testing.B) {
+		for range b.N {
+			b.ReportMetric(float64(bwrapFloor(b, n).Milliseconds()), "shutdown-ms")
+		}
+	})
 	bin := builtBinary(b)
 	for _, c := range []struct {
 		name, mode string
@@ -193,4 +204,52 @@ func serveWithSleepers(b *testing.B, bin string, n int, mode string, env ...stri
 	b.Cleanup(done)
 	spawnAPI(b, c, 0, n, mark)
 	return d, dir, done
+}
+
+// bwrapFloor starts n bubblewrap sandboxes with the namespaces and mounts
+// the daemon's bwrap backend gives a process (sandbox/bwrap; without its
+// per-daemon binds), each around a sleep in its own process group, then
+// SIGTERMs every group at once and returns the time until the last is
+// reaped.
+func bwrapFloor(b *testing.B, n int) time.Duration {
+	bw, err := exec.LookPath("bwrap")
+	if err != nil {
+		b.Skipf("SKIP: the floor needs bwrap (make deps installs it): %v", err)
+	}
+	mark := uniqueSleep()
+	cmds := make([]*exec.Cmd, 0, n)
+	waited := false
+	defer func() { // a failed start leaves no sandbox and no zombie
+		if !waited {
+			killMarked(mark)
+			for _, c := range cmds {
+				c.Process.Kill()
+				c.Wait()
+			}
+		}
+	}()
+	for range n {
+		c := exec.Command(bw, "--die-with-parent", "--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try", "--unshare-net", "--new-session",
+			"--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--", "/bin/sh", "-c", "exec sleep "+mark)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	// Every sandbox is up once its sleep runs (ps finds the mark n times).
+	for deadline := time.Now().Add(2 * time.Minute); len(markedPIDs(mark)) < n; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d sandboxes running after 2 min", len(markedPIDs(mark)), n)
+		}
+	}
+	start := time.Now()
+	for _, c := range cmds {
+		syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+	}
+	for _, c := range cmds {
+		c.Wait()
+	}
+	waited = true
+	return time.Since(start)
 }

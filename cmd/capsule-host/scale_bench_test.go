@@ -262,6 +262,14 @@ func uniqueSleep() string {
 // that missed its stop_all deadline would leave them), or what names a
 // run's directory.
 func killMarked(mark string) {
+	for _, pid := range markedPIDs(mark) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// markedPIDs are the live processes with an argument that starts with mark.
+func markedPIDs(mark string) []int {
+	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -269,9 +277,10 @@ func killMarked(mark string) {
 			continue
 		}
 		if cl, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(cl), "\x00"+mark) {
-			syscall.Kill(pid, syscall.SIGKILL)
+			out = append(out, pid)
 		}
 	}
+	return out
 }
 
 var leanOnce struct {

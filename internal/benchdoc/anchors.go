@@ -89,7 +89,9 @@ var Anchors = []Anchor{
 		Value:  true, Op: "≤", Limit: 10, GoalUnit: "ms"},
 	{Name: "shutdown with 500 processes",
 		Ours: AnchorSide{Label: "SIGTERM of serve to exit, on_shutdown = stop", Median: Ref{cmdPkg, "BenchmarkShutdown/stop-*", "shutdown-ms"}},
-		Op:   "≤", Limit: 1000, GoalUnit: "ms"},
+		// The kernel's own share (no capsule-host): what the goal is measured against in RFC §16.
+		Theirs: AnchorSide{Label: "the same number of bwrap sandboxes alone, SIGTERM to all reaped", Median: Ref{cmdPkg, "BenchmarkShutdown/floor-*", "shutdown-ms"}},
+		Value:  true, Op: "≤", Limit: 1000, GoalUnit: "ms"},
 	{Name: "re-adoption of 1,000 processes",
 		Ours: AnchorSide{Label: "exec of a new serve (the old one kill -9ed) to its first served call", Median: Ref{cmdPkg, "BenchmarkReadopt", "first-call-ms"}},
 		Op:   "≤", Limit: 1000, GoalUnit: "ms"},

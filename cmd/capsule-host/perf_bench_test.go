@@ -247,9 +247,21 @@ func bwrapFloor(b *testing.B, n int) time.Duration {
 	for _, c := range cmds {
 		syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
 	}
+	// The waits are bounded: a sandbox SIGTERM did not end is killed.
+	bound := time.AfterFunc(time.Minute, func() {
+		killMarked(mark)
+		for _, c := range cmds {
+			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		}
+	})
+	defer bound.Stop()
 	for _, c := range cmds {
 		c.Wait()
 	}
 	waited = true
-	return time.Since(start)
+	took := time.Since(start)
+	if took >= time.Minute {
+		b.Fatalf("%d bwrap sandboxes not all gone a minute after SIGTERM", n)
+	}
+	return took
 }

@@ -119,7 +119,11 @@
 // sweeps the dead keeper's cgroups, which also catches descendants that
 // left the session (without cgroups those escape, as in the local
 // backend), and it writes keeper-lost exit records: Signal SIGKILL if it
-// killed the root, Code -1 if the root had already died unseen. Their
+// killed the root, Code -1 if the root had already died unseen. With
+// cgroups the end may come sooner: any capsule-host process that starts
+// a local backend on the machine (a daemon, another keeper) sweeps the
+// cgroups of dead hosts, a dead keeper's among them, and the next keeper
+// then finds those roots dead (Code -1). Their
 // logs read as empty and closed: the spill files stay in the process's
 // directory until cleanup, but a spill header lags up to 1 MiB behind
 // the data, so they are not served. A process that settled before the

@@ -13,58 +13,103 @@ import (
 // principal that floods the pool delays another's call by at most its
 // share of calls, never by its whole backlog. With share < max, another
 // principal always finds a slot no flood can hold.
+//
+// Within a principal the gate is FIFO: a freed unit is handed to the
+// oldest waiter, never raced for. (It used to wake every waiter to race
+// for it: under load one unlucky caller lost race after race and waited
+// out a 30 s deadline while the principal's later callers were served,
+// TestProcessHammer's "no free instance".)
 type shareGate struct {
 	share int
 
-	mu   sync.Mutex
-	held map[string]int           // units held per principal
-	wake map[string]chan struct{} // closed when that principal's unit frees
+	mu    sync.Mutex
+	held  map[string]int             // units held per principal
+	queue map[string][]chan struct{} // waiters per principal, oldest first; closed = unit handed over
 }
 
 func newShareGate(max, share int) *shareGate {
 	if share <= 0 {
 		share = (max + 1) / 2
 	}
-	return &shareGate{share: min(share, max), held: map[string]int{}, wake: map[string]chan struct{}{}}
+	return &shareGate{share: min(share, max), held: map[string]int{}, queue: map[string][]chan struct{}{}}
 }
 
-// enter takes a unit of key's share, waiting until ctx ends or stop
-// closes (errPoolClosed).
+// enter takes a unit of key's share, waiting in key's queue until ctx
+// ends or stop closes (errPoolClosed).
 func (g *shareGate) enter(ctx context.Context, key string, stop <-chan struct{}) error {
-	for {
-		g.mu.Lock()
-		if g.held[key] < g.share {
-			g.held[key]++
-			g.mu.Unlock()
-			return nil
-		}
-		ch := g.wake[key]
-		if ch == nil {
-			ch = make(chan struct{})
-			g.wake[key] = ch
-		}
+	g.mu.Lock()
+	if g.held[key] < g.share && len(g.queue[key]) == 0 {
+		g.held[key]++
 		g.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-stop:
-			return errPoolClosed
-		}
+		return nil
 	}
-}
-
-// leave gives key's unit back and wakes its waiters.
-func (g *shareGate) leave(key string) {
+	w := make(chan struct{})
+	g.queue[key] = append(g.queue[key], w)
+	g.mu.Unlock()
+	var err error
+	select {
+	case <-w:
+		return nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-stop:
+		err = errPoolClosed
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	select {
+	case <-w: // handed over while giving up: pass it on
+		g.releaseLocked(key)
+	default:
+		g.dequeueLocked(key, w)
+	}
+	return err
+}
+
+// leave gives key's unit back: to its oldest waiter, if any.
+func (g *shareGate) leave(key string) {
+	g.mu.Lock()
+	g.releaseLocked(key)
+	g.mu.Unlock()
+}
+
+// releaseLocked hands one of key's units to its oldest waiter (the held
+// count stays), or frees it.
+func (g *shareGate) releaseLocked(key string) {
+	if q := g.queue[key]; len(q) > 0 {
+		close(q[0])
+		g.setQueueLocked(key, q[1:])
+		return
+	}
 	if g.held[key]--; g.held[key] <= 0 {
 		delete(g.held, key)
 	}
-	if ch := g.wake[key]; ch != nil {
-		close(ch)
-		delete(g.wake, key)
+}
+
+// dequeueLocked removes waiter w, which gave up before a unit reached it.
+func (g *shareGate) dequeueLocked(key string, w chan struct{}) {
+	q := g.queue[key]
+	for i, x := range q {
+		if x == w {
+			g.setQueueLocked(key, append(q[:i:i], q[i+1:]...))
+			return
+		}
 	}
+}
+
+func (g *shareGate) setQueueLocked(key string, q []chan struct{}) {
+	if len(q) == 0 {
+		delete(g.queue, key)
+		return
+	}
+	g.queue[key] = q
+}
+
+// waiting is the number of key's callers queued at the gate (tests).
+func (g *shareGate) waiting(key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.queue[key])
 }
 
 // shareKey is who a pool slot is charged to: the call's principal,

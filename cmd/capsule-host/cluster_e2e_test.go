@@ -172,6 +172,25 @@ func toolCallCtx(t testing.TB, ctx context.Context, c *api.Client, principal, to
 	return m, nil
 }
 
+// settleShells polls, bounded, until exactly want of the test's shells
+// are alive in two reads 100 ms apart. One read is not enough either way:
+// a spawn answers once bwrap started and the sandboxed shell shows up a
+// moment later, and a shell's fork runs under the shell's own command
+// line until it execs (a loaded run counted 10 for 8 that way). A stray
+// stays, so a count that never settles at want is still caught.
+func settleShells(t testing.TB, mark string, want int) {
+	t.Helper()
+	var alive []string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		prev := len(alive)
+		alive = shells(withMarker(mark))
+		if len(alive) == want && prev == want {
+			return
+		}
+	}
+	t.Fatalf("%d processes alive, want %d: %q", len(alive), want, alive)
+}
+
 // TestClusterThreeDaemons: three daemons on one etcd. `nodes` lists them;
 // 100 concurrent spawns spread across the three against a cap of 8 start
 // exactly 8 processes; a process is known on every node (held elsewhere:
@@ -220,17 +239,7 @@ func TestClusterThreeDaemons(t *testing.T) {
 		t.Fatalf("%d spawned, %d refused (%d of them quota), want 8 and 92 quota", len(ids), len(refused), quota)
 	}
 	t.Logf("a refusal: %s (%s): %s", refused[0].Code, refused[0].ToolCode, refused[0].Message)
-	// A spawn answers once bwrap started; the sandboxed command shows up
-	// under /proc a moment later: poll, bounded.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		n := len(shells(withMarker(mark)))
-		if n == 8 {
-			break
-		}
-		if n > 8 || time.Now().After(deadline) {
-			t.Fatalf("%d processes alive, want 8", n)
-		}
-	}
+	settleShells(t, mark, 8)
 	h := holders[0]
 	for _, n := range ns {
 		if _, e := toolErr(t, n.c, "mallory", "read_process_logs", map[string]any{"id": ids[0]}); !strings.HasPrefix(e, noSuchProcess) {
@@ -505,15 +514,7 @@ func TestClusterPlacement(t *testing.T) {
 		t.Fatalf("7th spawn: %q, want registry-full (no node has room)", e)
 	}
 	t.Logf("7th spawn: %s", e)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		n := len(shells(withMarker(mark)))
-		if n == 6 {
-			break
-		}
-		if n > 6 || time.Now().After(deadline) {
-			t.Fatalf("%d processes alive, want 6", n)
-		}
-	}
+	settleShells(t, mark, 6)
 	for _, n := range ns {
 		m, e := toolErr(t, n.c, "alice", "list_processes", map[string]any{})
 		if l, _ := m["processes"].([]any); e != "" || len(l) != 6 {

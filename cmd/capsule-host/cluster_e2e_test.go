@@ -261,7 +261,7 @@ func TestClusterThreeDaemons(t *testing.T) {
 func TestClusterRouting(t *testing.T) {
 	skipSameBinary(t)
 	ns, mark := startClusterTop(t, builtBinary(t), etcdtest.Start(t, 1), []string{"a", "b", "c"}, "5s",
-		fmt.Sprintf("capsules = [%q]\n", clusterTestcap(t)))
+		fmt.Sprintf("capsules = [%q]\n", bwrapTestcap(t)))
 	a, b, c := ns[0], ns[1], ns[2]
 	m, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "cat # " + mark, "keep_stdin_open": true})
 	if e != "" {
@@ -336,9 +336,9 @@ func TestClusterRouting(t *testing.T) {
 	stopCluster(t, ns, mark)
 }
 
-// clusterTestcap is a copy of the conformance capsule testcap in a bwrap
+// bwrapTestcap is a copy of the conformance capsule testcap in a bwrap
 // sandbox (local is not enabled by default), warming one instance.
-func clusterTestcap(t *testing.T) string {
+func bwrapTestcap(t *testing.T) string {
 	t.Helper()
 	dst := capsuleCopy(t, "testcap")
 	p := filepath.Join(dst, "Capsule.toml")

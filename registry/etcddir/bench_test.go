@@ -11,16 +11,22 @@ import (
 	"github.com/capsule-host/capsule-host/registry/etcddir/etcdtest"
 )
 
+// benchDir joins node to c's cluster for a benchmark, closed at its end.
+func benchDir(b *testing.B, c *etcdtest.Cluster, node string) *Dir {
+	b.Helper()
+	d, err := Open(context.Background(), Config{Endpoints: c.Endpoints(), Node: node, Prefix: "/bench/"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	return d
+}
+
 // BenchmarkReserveRelease is one spawn's directory cost in cluster mode
 // (a reservation and its release: two gen-CAS transactions on etcd),
 // against BenchmarkLocalReserveRelease, the single-node directory.
 func BenchmarkReserveRelease(b *testing.B) {
-	c := etcdtest.Start(b, 1)
-	d, err := Open(context.Background(), Config{Endpoints: c.Endpoints(), Node: "bench", Prefix: "/bench/"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := benchDir(b, etcdtest.Start(b, 1), "bench")
 	ctx := context.Background()
 	r := registry.DirReservation{Scope: scope, Persistent: true, MaxConcurrent: 8, MaxRetained: 32}
 	b.ResetTimer()
@@ -41,12 +47,7 @@ func BenchmarkReserveRelease(b *testing.B) {
 // proposals into one fsync), the figure RFC §23's capacity arithmetic
 // checks its write budget against.
 func BenchmarkReserveReleaseParallel(b *testing.B) {
-	c := etcdtest.Start(b, 1)
-	d, err := Open(context.Background(), Config{Endpoints: c.Endpoints(), Node: "bench", Prefix: "/bench/"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
+	d := benchDir(b, etcdtest.Start(b, 1), "bench")
 	ctx := context.Background()
 	var next atomic.Int64
 	b.SetParallelism(8) // × GOMAXPROCS goroutines
@@ -86,16 +87,7 @@ func BenchmarkLocalReserveRelease(b *testing.B) {
 func BenchmarkLookup(b *testing.B) {
 	c := etcdtest.Start(b, 1)
 	ctx := context.Background()
-	d, err := Open(ctx, Config{Endpoints: c.Endpoints(), Node: "bench", Prefix: "/bench/"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer d.Close()
-	o, err := Open(ctx, Config{Endpoints: c.Endpoints(), Node: "other", Prefix: "/bench/"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer o.Close()
+	d, o := benchDir(b, c, "bench"), benchDir(b, c, "other")
 	key := [32]byte{7}
 	if err := o.Publish(ctx, registry.DirProcess{Key: key, Owner: scope, Node: "other"}); err != nil {
 		b.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type clusterNode struct {
 	name string
 	dir  string
 	peer string // its node-to-node address
+	key  string // the cluster key file
 	bin  string
 	d    *daemonProc
 	c    *api.Client
@@ -70,6 +72,13 @@ func startCluster(t testing.TB, names []string, ttl string, clusterTOML ...strin
 // startClusterOn is startCluster on a given etcd.
 func startClusterOn(t testing.TB, bin string, ec *etcdtest.Cluster, names []string, ttl string, clusterTOML ...string) ([]*clusterNode, string) {
 	t.Helper()
+	return startClusterTop(t, bin, ec, names, ttl, "", clusterTOML...)
+}
+
+// startClusterTop is startClusterOn with top-level configuration (keys
+// before the first table, then tables) ahead of the cluster's.
+func startClusterTop(t testing.TB, bin string, ec *etcdtest.Cluster, names []string, ttl, top string, clusterTOML ...string) ([]*clusterNode, string) {
+	t.Helper()
 	root := t.TempDir()
 	var secret [32]byte
 	rand.Read(secret[:])
@@ -94,11 +103,11 @@ func startClusterOn(t testing.TB, bin string, ec *etcdtest.Cluster, names []stri
 			t.Fatal(err)
 		}
 		peer := freePeerAddr(t)
-		toml := fmt.Sprintf("[quotas]\nmax_concurrent = 8\nmax_retained = 32\n\n[cluster]\nurl = %q\nnode = %q\nkey_file = %q\nlease_ttl = %q\nlisten = %q\n", ec.URL()+"/e2e", n, key, ttl, peer) + strings.ReplaceAll(strings.Join(clusterTOML, "\n"), "{node}", n)
+		toml := top + fmt.Sprintf("\n[quotas]\nmax_concurrent = 8\nmax_retained = 32\n\n[cluster]\nurl = %q\nnode = %q\nkey_file = %q\nlease_ttl = %q\nlisten = %q\n", ec.URL()+"/e2e", n, key, ttl, peer) + strings.ReplaceAll(strings.Join(clusterTOML, "\n"), "{node}", n)
 		if err := os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(toml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		cn := &clusterNode{name: n, dir: dir, peer: peer, bin: bin, c: api.NewUnix(filepath.Join(dir, "d.sock"))}
+		cn := &clusterNode{name: n, dir: dir, peer: peer, key: key, bin: bin, c: api.NewUnix(filepath.Join(dir, "d.sock"))}
 		cn.restart(t)
 		ns = append(ns, cn)
 	}
@@ -115,31 +124,71 @@ func stopCluster(t testing.TB, ns []*clusterNode, mark string) {
 	waitNoMarked(t, mark, 30*time.Second)
 }
 
-// toolErr calls a shell tool and returns the daemon's error message, ""
-// on success.
 // noSuchProcess starts toolErr's answer for the shell's typed
 // no-such-process (tool_code), whatever the message says.
 const noSuchProcess = api.CodeToolError + " (" + api.CodeNoSuchProcess + "):"
 
+// toolErr calls a shell tool and returns the daemon's error as the CLI
+// prints it ("code (tool_code): message"), "" on success.
 func toolErr(t testing.TB, c *api.Client, principal, tool string, in any) (map[string]any, string) {
 	t.Helper()
-	b, _ := json.Marshal(in)
+	m, ae := toolCall(t, c, principal, tool, in)
+	switch {
+	case ae == nil:
+		return m, ""
+	case ae.ToolCode != "":
+		return nil, ae.Code + " (" + ae.ToolCode + "): " + ae.Message
+	}
+	return nil, ae.Code + ": " + ae.Message
+}
+
+// toolCall calls a shell tool, bounded by a minute: its output, or the
+// daemon's typed error (ToolCode is the tool's error code).
+func toolCall(t testing.TB, c *api.Client, principal, tool string, in any) (map[string]any, *api.Error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	return toolCallCtx(t, ctx, c, principal, tool, in)
+}
+
+// toolCallCtx is toolCall bounded by ctx; a call ctx ends is a test
+// failure (no answer within the bound).
+func toolCallCtx(t testing.TB, ctx context.Context, c *api.Client, principal, tool string, in any) (map[string]any, *api.Error) {
+	t.Helper()
+	b, _ := json.Marshal(in)
 	res, err := c.Call(ctx, api.CallRequest{Capsule: "shell", Tool: tool, Input: b, Principal: principal})
 	var ae *api.Error
-	if errors.As(err, &ae) && ae.ToolCode != "" {
-		return nil, ae.Code + " (" + ae.ToolCode + "): " + ae.Message // as the CLI prints it
-	}
 	if errors.As(err, &ae) {
-		return nil, ae.Code + ": " + ae.Message
+		return nil, ae
+	}
+	if err != nil && ctx.Err() != nil {
+		t.Fatalf("%s: no answer within its bound: %v", tool, err)
 	}
 	if err != nil {
 		t.Fatalf("%s: %v", tool, err)
 	}
 	m := map[string]any{}
 	json.Unmarshal(res.Output, &m)
-	return m, ""
+	return m, nil
+}
+
+// settleShells polls, bounded, until exactly want of the test's shells
+// are alive in two reads 100 ms apart. One read is not enough either way:
+// a spawn answers once bwrap started and the sandboxed shell shows up a
+// moment later, and a shell's fork runs under the shell's own command
+// line until it execs (a loaded run counted 10 for 8 that way). A stray
+// stays, so a count that never settles at want is still caught.
+func settleShells(t testing.TB, mark string, want int) {
+	t.Helper()
+	var alive []string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		prev := len(alive)
+		alive = shells(withMarker(mark))
+		if len(alive) == want && prev == want {
+			return
+		}
+	}
+	t.Fatalf("%d processes alive, want %d: %q", len(alive), want, alive)
 }
 
 // TestClusterThreeDaemons: three daemons on one etcd. `nodes` lists them;
@@ -163,14 +212,14 @@ func TestClusterThreeDaemons(t *testing.T) {
 	var mu sync.Mutex
 	var ids []string
 	var holders []int
-	var refused []string
+	var refused []*api.Error
 	for i := range 100 {
 		wg.Go(func() {
-			m, e := toolErr(t, ns[i%3].c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
+			m, ae := toolCall(t, ns[i%3].c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark})
 			mu.Lock()
 			defer mu.Unlock()
-			if e != "" {
-				refused = append(refused, e)
+			if ae != nil {
+				refused = append(refused, ae)
 				return
 			}
 			id, _ := m["id"].(string)
@@ -178,21 +227,19 @@ func TestClusterThreeDaemons(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if len(ids) != 8 || len(refused) != 92 {
-		t.Fatalf("%d spawned, %d refused, want 8 and 92; refusals: %q", len(ids), len(refused), refused[:min(3, len(refused))])
-	}
-	t.Logf("a refusal: %s", refused[0])
-	// A spawn answers once bwrap started; the sandboxed command shows up
-	// under /proc a moment later: poll, bounded.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		n := len(shells(withMarker(mark)))
-		if n == 8 {
-			break
-		}
-		if n > 8 || time.Now().After(deadline) {
-			t.Fatalf("%d processes alive, want 8", n)
+	quota := 0
+	for _, ae := range refused {
+		if ae.Code == api.CodeToolError && ae.ToolCode == "quota" {
+			quota++
+		} else {
+			t.Errorf("a refusal that is not quota: %s (%s): %s", ae.Code, ae.ToolCode, ae.Message)
 		}
 	}
+	if len(ids) != 8 || len(refused) != 92 || quota != 92 {
+		t.Fatalf("%d spawned, %d refused (%d of them quota), want 8 and 92 quota", len(ids), len(refused), quota)
+	}
+	t.Logf("a refusal: %s (%s): %s", refused[0].Code, refused[0].ToolCode, refused[0].Message)
+	settleShells(t, mark, 8)
 	h := holders[0]
 	for _, n := range ns {
 		if _, e := toolErr(t, n.c, "mallory", "read_process_logs", map[string]any{"id": ids[0]}); !strings.HasPrefix(e, noSuchProcess) {
@@ -206,11 +253,15 @@ func TestClusterThreeDaemons(t *testing.T) {
 }
 
 // TestClusterRouting: a process spawned through node A is read with a
-// cursor, written to and stopped through B and C; a forged node-to-node
-// call (wrong token) is refused; A's log audits the forwarded calls.
+// cursor, written to and stopped through B and C; processes on A are
+// signalled through B and waited for through C (the conformance capsule
+// testcap calls signal and wait as they are): the wait sees the exit the
+// signal caused. A forged node-to-node call (wrong token) is refused; A's
+// log audits the forwarded calls.
 func TestClusterRouting(t *testing.T) {
 	skipSameBinary(t)
-	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s")
+	ns, mark := startClusterTop(t, builtBinary(t), etcdtest.Start(t, 1), []string{"a", "b", "c"}, "5s",
+		fmt.Sprintf("capsules = [%q]\n", bwrapTestcap(t)))
 	a, b, c := ns[0], ns[1], ns[2]
 	m, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "cat # " + mark, "keep_stdin_open": true})
 	if e != "" {
@@ -254,6 +305,7 @@ func TestClusterRouting(t *testing.T) {
 	if m, e := toolErr(t, c.c, "alice", "read_process_logs", map[string]any{"id": id}); e != "" || m["running"] != false {
 		t.Fatalf("after the stop, through c: %v %q", m, e)
 	}
+	crossSignalWait(t, a, b, c, mark)
 	// A forged node-to-node call: the right shape, a wrong token.
 	body := fmt.Sprintf(`{"op":"stop","caller":{"Capsule":"shell","Principal":"alice"},"id":%q}`, id)
 	req, _ := http.NewRequest("POST", "http://"+a.peer+"/v1/peer/call", strings.NewReader(body))
@@ -269,7 +321,7 @@ func TestClusterRouting(t *testing.T) {
 	// a's audit log has a line per forwarded call: who sent it, for whom,
 	// what, and the outcome.
 	log, _ := os.ReadFile(filepath.Join(a.dir, "daemon.log"))
-	for _, want := range [][]string{{"from=c", "op=write-stdin"}, {"from=b", "op=stop"}} {
+	for _, want := range [][]string{{"from=c", "op=write-stdin"}, {"from=b", "op=stop"}, {"from=b", "op=signal"}, {"from=c", "op=wait"}} {
 		found := false
 		for _, ln := range strings.Split(string(log), "\n") {
 			if strings.Contains(ln, `msg="cluster audit: forwarded call served"`) && strings.Contains(ln, want[0]) && strings.Contains(ln, want[1]) &&
@@ -282,6 +334,93 @@ func TestClusterRouting(t *testing.T) {
 		}
 	}
 	stopCluster(t, ns, mark)
+}
+
+// bwrapTestcap is a copy of the conformance capsule testcap in a bwrap
+// sandbox (local is not enabled by default), warming one instance.
+func bwrapTestcap(t *testing.T) string {
+	t.Helper()
+	dst := capsuleCopy(t, "testcap")
+	p := filepath.Join(dst, "Capsule.toml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.NewReplacer(`backend = "local"`, `backend = "bwrap"`, "min_idle = 3", "min_idle = 1").Replace(string(b))
+	if !strings.Contains(s, `backend = "bwrap"`) {
+		t.Fatalf("%s: no backend line to rewrite", p)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// crossSignalWait: two processes held by a, each signalled through b and
+// waited for through c with testcap's signal and wait tools (the
+// registry's Signal and Wait, forwarded). A shell that traps USR1 exits 7
+// when, and only when, USR1 reaches it: a wait through c before the
+// signal times out (wait-timeout, the forwarded timeout honoured),
+// another principal's signal through b is no-such-process, and after
+// alice's the wait through c returns exit code 7. A sleep sent HUP
+// through b is seen through c as ended by signal 1.
+func crossSignalWait(t *testing.T, a, b, c *clusterNode, mark string) {
+	t.Helper()
+	tc := func(n *clusterNode, principal, tool string, in any) (map[string]any, string) {
+		t.Helper()
+		return capsuleCall(t, n.c, "testcap", principal, tool, in)
+	}
+	spawn := func(script string) string {
+		t.Helper()
+		m, code := tc(a, "alice", "spawn_persistent", map[string]any{"request": map[string]any{"cmd": "/bin/sh", "args": []string{"-c", script + " # " + mark}}})
+		id, _ := m["ok"].(string)
+		if code != "" || id == "" {
+			t.Fatalf("testcap spawn through a: %v %q", m, code)
+		}
+		return id
+	}
+	exitThroughC := func(id string) map[string]any {
+		t.Helper()
+		m, code := tc(c, "alice", "wait", map[string]any{"id": id, "timeout_ms": 30000})
+		ex, _ := m["ok"].(map[string]any)
+		if code != "" || ex == nil {
+			t.Fatalf("wait through c: %v %q", m, code)
+		}
+		return ex
+	}
+	trapped := spawn(`trap 'echo got-usr1; exit 7' USR1; echo ready; while :; do sleep 0.1; done`)
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m, code := tc(c, "alice", "read_since", map[string]any{"id": trapped, "stream": "stdout", "max": 4096})
+		var chunk struct{ Data []byte }
+		if ok, _ := json.Marshal(m["ok"]); code == "" {
+			json.Unmarshal(ok, &chunk)
+		}
+		if strings.Contains(string(chunk.Data), "ready") {
+			break
+		}
+		if code != "" || time.Now().After(end) {
+			t.Fatalf("read through c of the trapping shell: %v %q", m, code)
+		}
+	}
+	if m, code := tc(c, "alice", "wait", map[string]any{"id": trapped, "timeout_ms": 300}); code != "wait-timeout" {
+		t.Fatalf("wait through c before any signal: %v %q, want wait-timeout", m, code)
+	}
+	if m, code := tc(b, "mallory", "signal", map[string]any{"id": trapped, "sig": "usr1"}); code != api.CodeNoSuchProcess {
+		t.Fatalf("mallory's signal through b: %v %q, want no-such-process", m, code)
+	}
+	if m, code := tc(b, "alice", "signal", map[string]any{"id": trapped, "sig": "usr1"}); code != "" {
+		t.Fatalf("signal through b: %v %q", m, code)
+	}
+	if ex := exitThroughC(trapped); ex["exit_code"] != float64(7) || ex["signal"] != nil {
+		t.Fatalf("the trapping shell's exit through c: %v, want exit code 7 (its USR1 trap ran)", ex)
+	}
+	hup := spawn("exec sleep 1000")
+	if m, code := tc(b, "alice", "signal", map[string]any{"id": hup, "sig": "hup"}); code != "" {
+		t.Fatalf("hup through b: %v %q", m, code)
+	}
+	if ex := exitThroughC(hup); ex["signal"] != float64(1) || ex["exit_code"] != nil {
+		t.Fatalf("the sleep's exit through c: %v, want signal 1 (HUP)", ex)
+	}
 }
 
 // TestClusterFaults: kill -9 node B: its process answers unavailable
@@ -306,10 +445,15 @@ func TestClusterFaults(t *testing.T) {
 	t0 := time.Now()
 	b.d.cmd.Process.Signal(syscall.SIGKILL)
 	<-b.d.exited
-	_, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idB})
-	t.Logf("b's process through a, %v after b's kill: %s", time.Since(t0), e)
-	if e == "" || strings.HasPrefix(e, noSuchProcess) || !strings.Contains(e, `node "b"`) {
-		t.Fatalf("b's process through a with b down: %q, want unavailable naming b", e)
+	// Answered before b's lease can expire (after it, the answer would be
+	// "lost"): the call is bounded by the TTL from the kill, and a call
+	// the bound ends fails the test as one that hung.
+	ttlCtx, cancel := context.WithDeadline(context.Background(), t0.Add(10*time.Second))
+	_, ae := toolCallCtx(t, ttlCtx, a.c, "alice", "read_process_logs", map[string]any{"id": idB})
+	cancel()
+	t.Logf("b's process through a, %v after b's kill: %+v", time.Since(t0), ae)
+	if ae == nil || ae.Code != api.CodeToolError || ae.ToolCode != "unavailable" || !strings.Contains(ae.Message, `node "b"`) {
+		t.Fatalf("b's process through a with b down: %+v, want tool code unavailable naming node \"b\"", ae)
 	}
 	if _, e := toolErr(t, a.c, "alice", "read_process_logs", map[string]any{"id": idA}); e != "" {
 		t.Fatalf("a's own process with b down: %s", e)
@@ -370,15 +514,7 @@ func TestClusterPlacement(t *testing.T) {
 		t.Fatalf("7th spawn: %q, want registry-full (no node has room)", e)
 	}
 	t.Logf("7th spawn: %s", e)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		n := len(shells(withMarker(mark)))
-		if n == 6 {
-			break
-		}
-		if n > 6 || time.Now().After(deadline) {
-			t.Fatalf("%d processes alive, want 6", n)
-		}
-	}
+	settleShells(t, mark, 6)
 	for _, n := range ns {
 		m, e := toolErr(t, n.c, "alice", "list_processes", map[string]any{})
 		if l, _ := m["processes"].([]any); e != "" || len(l) != 6 {
@@ -675,5 +811,163 @@ func TestClusterCertReload(t *testing.T) {
 		s, _ := m["stdout"].(string)
 		return strings.Contains(s, "rotated")
 	})
+	stopCluster(t, ns, mark)
+}
+
+// TestClusterMemberLoss: two daemons on a three-member etcd whose leader
+// is killed. Nothing changes for the daemons: a process spawned through a
+// after the kill is read through b (a directory lookup, then the
+// forwarded read), spawns succeed through both (etcd transactions on the
+// surviving majority), and for three lease TTLs both report "ok" health,
+// `nodes` lists both, and neither loses its lease (the lease each
+// persisted is the one it started with; no "lease lost" in the logs).
+func TestClusterMemberLoss(t *testing.T) {
+	skipSameBinary(t)
+	ec := etcdtest.Start(t, 3)
+	ns, mark := startClusterOn(t, builtBinary(t), ec, []string{"a", "b"}, "5s")
+	a, b := ns[0], ns[1]
+	leaseOf := func(n *clusterNode) string {
+		l, err := os.ReadFile(filepath.Join(n.dir, "state", "cluster-lease"))
+		if err != nil || len(l) == 0 {
+			t.Fatalf("%s's persisted lease: %q %v", n.name, l, err)
+		}
+		return string(l)
+	}
+	leases := []string{leaseOf(a), leaseOf(b)}
+	ec.Kill(ec.Leader())
+	t0 := time.Now()
+	spawn := func(n *clusterNode, word string) string {
+		t.Helper()
+		m, e := toolErr(t, n.c, "alice", "spawn_background_process", map[string]any{"command": "echo " + word + "; sleep 1000 # " + mark})
+		if e != "" {
+			t.Fatalf("spawn through %s with an etcd member down: %s", n.name, e)
+		}
+		return m["id"].(string)
+	}
+	readThrough := func(n *clusterNode, id, word string) {
+		t.Helper()
+		for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			m, e := toolErr(t, n.c, "alice", "read_process_logs", map[string]any{"id": id, "stream": "stdout"})
+			if s, _ := m["stdout"].(string); strings.Contains(s, word) {
+				return
+			}
+			if e != "" || time.Now().After(end) {
+				t.Fatalf("read through %s with an etcd member down: %v %q", n.name, m, e)
+			}
+		}
+	}
+	readThrough(b, spawn(a, "from-a"), "from-a")
+	readThrough(a, spawn(b, "from-b"), "from-b")
+	t.Logf("spawned and read across nodes %v after the leader's kill", time.Since(t0))
+	ttl := 5 * time.Second
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		for _, n := range ns {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			h, err := n.c.Health(ctx)
+			l, lerr := n.c.Nodes(ctx)
+			cancel()
+			if err != nil || h.Cluster != "ok (node "+n.name+")" {
+				t.Fatalf("%s's health %v after the leader's kill: %+v %v", n.name, time.Since(t0), h, err)
+			}
+			if lerr != nil || len(l.Nodes) != 2 {
+				t.Fatalf("nodes through %s %v after the leader's kill: %+v %v", n.name, time.Since(t0), l, lerr)
+			}
+		}
+	}
+	for i, n := range ns {
+		if l := leaseOf(n); l != leases[i] {
+			t.Fatalf("%s's lease changed from %s to %s: it re-registered", n.name, leases[i], l)
+		}
+		if log, _ := os.ReadFile(filepath.Join(n.dir, "daemon.log")); strings.Contains(string(log), "cluster lease lost") {
+			t.Fatalf("%s lost its lease with one etcd member down", n.name)
+		}
+	}
+	spawn(a, "still")
+	stopCluster(t, ns, mark)
+}
+
+// TestClusterCLI: the operator's side through the built binary. Node a
+// joins by its config file; node b by serve's flags alone (--cluster
+// etcd://.../e2e --node b --cluster-listen --cluster-key-file; its config
+// has no [cluster]). `capsule-host nodes` on either lists both with their
+// node-to-node addresses, marking the one that answered; b forwards (a
+// process spawned through a is read through b). A daemon started without
+// --cluster is the single node it always was: a spawn works and `nodes`
+// there fails with invalid-request (not in cluster mode).
+func TestClusterCLI(t *testing.T) {
+	skipSameBinary(t)
+	bin := builtBinary(t)
+	ec := etcdtest.Start(t, 1)
+	ns, mark := startClusterOn(t, bin, ec, []string{"a"}, "5s")
+	a := ns[0]
+	flagNode := func(name string, flags ...string) *clusterNode {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte("[quotas]\nmax_concurrent = 8\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		n := &clusterNode{name: name, dir: dir, bin: bin, c: api.NewUnix(filepath.Join(dir, "d.sock"))}
+		n.d = startServe(t, bin, dir, append([]string{"--on-shutdown", "stop"}, flags...)...)
+		awaitServing(t, n.c, n.d)
+		ns = append(ns, n)
+		return n
+	}
+	bPeer := freePeerAddr(t)
+	b := flagNode("b", "--cluster", ec.URL()+"/e2e", "--node", "b", "--cluster-listen", bPeer, "--cluster-key-file", a.key)
+	b.peer = bPeer
+	cli := func(n *clusterNode, args ...string) (string, string, error) {
+		cmd := exec.Command(bin, append(args, "--socket", filepath.Join(n.dir, "d.sock"))...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + n.dir}
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		return out.String(), errOut.String(), err
+	}
+	for _, self := range []*clusterNode{a, b} {
+		out, errOut, err := cli(self, "nodes")
+		t.Logf("nodes on %s:\n%s", self.name, out)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if err != nil || len(lines) != 3 || strings.Join(strings.Fields(lines[0]), " ") != "NODE ADDRESS CAPACITY VERSION STARTED" {
+			t.Fatalf("nodes on %s: %v\n%s%s", self.name, err, out, errOut)
+		}
+		for i, n := range []*clusterNode{a, b} {
+			f := strings.Fields(lines[i+1])
+			name, rest := f[0], f[1:]
+			if n == self {
+				if len(f) < 2 || f[1] != "*" {
+					t.Fatalf("nodes on %s: %q does not mark itself", self.name, lines[i+1])
+				}
+				rest = f[2:]
+			}
+			if name != n.name || len(rest) != 4 || rest[0] != n.peer {
+				t.Fatalf("nodes on %s, line %d: %q, want %s at %s", self.name, i+1, lines[i+1], n.name, n.peer)
+			}
+		}
+	}
+	m, e := toolErr(t, a.c, "alice", "spawn_background_process", map[string]any{"command": "echo via-flags; sleep 1000 # " + mark})
+	if e != "" {
+		t.Fatal(e)
+	}
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r, e := toolErr(t, b.c, "alice", "read_process_logs", map[string]any{"id": m["id"], "stream": "stdout"})
+		if s, _ := r["stdout"].(string); strings.Contains(s, "via-flags") {
+			break
+		}
+		if e != "" || time.Now().After(end) {
+			t.Fatalf("a's process read through b (joined by flags): %v %q", r, e)
+		}
+	}
+	single := flagNode("single")
+	if _, e := toolErr(t, single.c, "alice", "spawn_background_process", map[string]any{"command": "sleep 1000 # " + mark}); e != "" {
+		t.Fatalf("spawn on a daemon without --cluster: %s", e)
+	}
+	out, errOut, err := cli(single, "nodes", "--json")
+	var body api.ErrorResponse
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != exitFailed || json.Unmarshal([]byte(errOut), &body) != nil || body.Error.Code != api.CodeInvalidRequest {
+		t.Fatalf("nodes on a daemon without --cluster: %v, %q %q; want exit %d and invalid-request", err, out, errOut, exitFailed)
+	}
+	t.Logf("nodes without --cluster: %s", strings.TrimSpace(errOut))
 	stopCluster(t, ns, mark)
 }

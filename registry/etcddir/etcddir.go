@@ -250,15 +250,22 @@ func (d *Dir) Node() string { return d.node }
 // restart within the TTL reuses it).
 func (d *Dir) LeaseID() int64 { return d.lease.Load() }
 
-// Health is nil while the node holds its lease and etcd answers.
+// Health is nil while the node holds its lease and etcd answers. The
+// node's record must be under its lease: a lease revoked or expired
+// behind the node's back (split brain) shows here at once, not only when
+// the keep-alive notices (up to TTL/3 later).
 func (d *Dir) Health(ctx context.Context) error {
 	if !d.live.Load() {
 		return fmt.Errorf("%w: node %q has no lease in etcd (re-registering): new spawns are refused", registry.ErrUnavailable, d.node)
 	}
 	cctx, cancel := context.WithTimeout(ctx, healthBound)
 	defer cancel()
-	if _, err := d.cli.Get(cctx, d.nodeKey(d.node), clientv3.WithSerializable()); err != nil {
+	resp, err := d.cli.Get(cctx, d.nodeKey(d.node), clientv3.WithSerializable())
+	if err != nil {
 		return unavailable("etcd health", err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].Lease != d.lease.Load() {
+		return fmt.Errorf("%w: node %q: its record in etcd is not under its lease (revoked or expired): new spawns are refused until it re-registers", registry.ErrUnavailable, d.node)
 	}
 	return nil
 }

@@ -32,12 +32,17 @@ func cluster(t testing.TB, n int, single bool) ([]*registry.Registry, string) {
 }
 
 // clusterOpts: a node capacity, a placement, and forwarding between the
-// nodes over loopback HTTP (forward.go's loopForwarder).
+// nodes over loopback HTTP (forward.go's loopForwarder); a lease TTL
+// (whole seconds; 0: the default), more commands the capsule may exec,
+// and a last change to each registry's config.
 type clusterOpts struct {
 	capacity  int
 	placement registry.Placement
 	forward   bool
 	fw        **loopForwarder // set to the forwarder when forward
+	ttl       time.Duration
+	exec      []string
+	mutate    func(*registry.Config)
 }
 
 func clusterWith(t testing.TB, n int, single bool, o clusterOpts) ([]*registry.Registry, string) {
@@ -69,7 +74,7 @@ func clusterWith(t testing.TB, n int, single bool, o clusterOpts) ([]*registry.R
 	for i := range n {
 		var d registry.Directory = registry.NewLocalDirectory()
 		if !single {
-			d = open(t, c, string(rune('a'+i)), 0, 0)
+			d = open(t, c, string(rune('a'+i)), o.ttl, 0)
 		}
 		cfg := registry.Config{
 			Backends: map[string]sandbox.Backend{"local": be}, StateDir: t.TempDir(),
@@ -80,11 +85,14 @@ func clusterWith(t testing.TB, n int, single bool, o clusterOpts) ([]*registry.R
 		if fw != nil {
 			cfg.Forwarder = fw
 		}
+		if o.mutate != nil {
+			o.mutate(&cfg)
+		}
 		r, err := registry.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = r.RegisterCapsule("cap", registry.CapsulePolicy{Exec: []string{"/bin/sh", "/bin/sleep"}, AllowPersistent: true, Workspace: filepath.Join(ws, "cap")})
+		err = r.RegisterCapsule("cap", registry.CapsulePolicy{Exec: append([]string{"/bin/sh", "/bin/sleep"}, o.exec...), AllowPersistent: true, Workspace: filepath.Join(ws, "cap")})
 		if err != nil {
 			t.Fatal(err)
 		}

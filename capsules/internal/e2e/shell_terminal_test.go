@@ -21,16 +21,24 @@ type shellScreen struct {
 	Cursor          string `json:"cursor"`
 }
 
-// TestShellTerminalTools drives the shell capsule's terminal tools as an
-// agent would, in the bwrap sandbox: python3's REPL on a terminal, typed
-// input, a prompt waited for, keys, resize, and wait_for on a pipe
-// process too.
-func TestShellTerminalTools(t *testing.T) {
+// newTerminalEnv is an env serving the shell capsule, skipped loudly when
+// its built module predates the terminal tools.
+func newTerminalEnv(t *testing.T) *env {
+	t.Helper()
 	e := newEnv(t, "shell")
 	c, _ := e.h.Capsule("shell")
 	if !slices.ContainsFunc(c.Tools(), func(tl host.ToolSpec) bool { return tl.Name == "start_terminal" }) {
 		t.Skip("SKIPPED LOUDLY: capsules/shell/shell.wasm predates the terminal tools (capsules/shell/terminal.go): run capsules/build.sh shell")
 	}
+	return e
+}
+
+// TestShellTerminalTools drives the shell capsule's terminal tools as an
+// agent would, in the bwrap sandbox: python3's REPL on a terminal, typed
+// input, a prompt waited for, keys, resize, and wait_for on a pipe
+// process too.
+func TestShellTerminalTools(t *testing.T) {
+	e := newTerminalEnv(t)
 	var s shellScreen
 	e.call("alice", "shell", "start_terminal", map[string]any{"command": "exec python3 -q", "rows": 20, "cols": 70, "settle_ms": 500}, &s)
 	t.Cleanup(func() { e.call("alice", "shell", "kill_process", map[string]any{"id": s.ID, "grace_ms": 500}, nil) })
@@ -170,11 +178,7 @@ func TestShellWaitForFromStart(t *testing.T) {
 // screen shows the result, and `exit 3` ends it with that code under the
 // label "terminal: shell".
 func TestShellTerminalInteractiveShell(t *testing.T) {
-	e := newEnv(t, "shell")
-	c, _ := e.h.Capsule("shell")
-	if !slices.ContainsFunc(c.Tools(), func(tl host.ToolSpec) bool { return tl.Name == "start_terminal" }) {
-		t.Skip("SKIPPED LOUDLY: capsules/shell/shell.wasm predates the terminal tools (capsules/shell/terminal.go): run capsules/build.sh shell")
-	}
+	e := newTerminalEnv(t)
 	var s shellScreen
 	e.call("alice", "shell", "start_terminal", map[string]any{"rows": 20, "cols": 60}, &s)
 	t.Cleanup(func() { e.call("alice", "shell", "kill_process", map[string]any{"id": s.ID, "grace_ms": 500}, nil) })

@@ -13,7 +13,27 @@ import (
 	"github.com/capsule-host/capsule-host/sandbox/terminal"
 )
 
-var termExec = append([]string{"/bin/bash", "/bin/busybox", "/usr/bin/python3"}, testExec...)
+var termExec = append(append([]string{"/bin/bash", "/bin/busybox"}, testExec...), pythonExec()...)
+
+func pythonExec() []string {
+	if python3 == "" {
+		return nil
+	}
+	return []string{python3}
+}
+
+// python3 is the REPL the terminal tests drive, found on PATH as `make
+// deps` checks it (command -v python3), so a python3 outside /usr/bin is
+// used rather than skipped. "" when there is none.
+var python3, _ = exec.LookPath("python3")
+
+// needPython3 skips, loudly, when PATH has no python3 (make deps installs it).
+func needPython3(t *testing.T) {
+	t.Helper()
+	if python3 == "" {
+		t.Skip("SKIP LOUDLY: no python3 on PATH (make deps installs it)")
+	}
+}
 
 // termEnv is an env whose capsule "term" may run bash and busybox.
 func termEnv(t testing.TB) (*env, context.Context) {
@@ -119,11 +139,9 @@ func TestTerminalBashDriven(t *testing.T) {
 // python3's REPL on a terminal: it sees a tty (no -i, no -u needed), its
 // prompt shows, a pasted block runs, Up recalls its history (readline).
 func TestTerminalPythonREPL(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("SKIP LOUDLY: /usr/bin/python3 missing")
-	}
+	needPython3(t)
 	e, ctx := termEnv(t)
-	id := e.spawnTerm(ctx, 24, 80, "/usr/bin/python3", "-q")
+	id := e.spawnTerm(ctx, 24, 80, python3, "-q")
 	defer e.r.Signal(ctx, id, SigKill)
 	e.awaitScreen(ctx, id, "the >>> prompt", func(s Screen) bool { return strings.HasSuffix(s.Text(), ">>>") })
 	if _, err := e.r.Paste(ctx, id, []byte("import sys; print('tty', sys.stdin.isatty(), 6*7)"), true); err != nil {
@@ -200,6 +218,11 @@ func TestTerminalBadInput(t *testing.T) {
 	}
 	if err := e.r.Resize(ctx, pipe, 10, 10); !isErr(err, ErrInvalidInput) {
 		t.Errorf("resize of a pipe process: %v", err)
+	}
+	for _, submit := range []bool{false, true} {
+		if _, err := e.r.Paste(ctx, pipe, []byte("echo hi"), submit); !isErr(err, ErrInvalidInput) {
+			t.Errorf("paste (submit %v) to a pipe process: %v, want invalid input", submit, err)
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -49,11 +48,9 @@ func (e *env) awaitInfo(ctx context.Context, id, what string, ok func(Info) bool
 // The python3 REPL on a terminal: wait-for sees the prompt; input-wait
 // holds at the idle prompt and not while it computes.
 func TestWaitForPythonREPL(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
-		t.Skip("SKIP LOUDLY: /usr/bin/python3 missing")
-	}
+	needPython3(t)
 	e, ctx := termEnv(t)
-	id := e.spawnTerm(ctx, 24, 80, "/usr/bin/python3", "-q")
+	id := e.spawnTerm(ctx, 24, 80, python3, "-q")
 	defer e.r.Signal(ctx, id, SigKill)
 	e.waitFor(ctx, id, WaitCondition{Kind: WaitOutput, Stream: Stdout, Cursor: e.startCursor(id, Stdout), Regex: `>>> $`}, WaitOutput)
 	e.waitFor(ctx, id, WaitCondition{Kind: WaitInput}, WaitInput)

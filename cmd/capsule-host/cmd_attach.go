@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -173,37 +175,51 @@ func forwardSize(ctx context.Context, c *api.Client, id string, out *os.File) {
 
 // attachInput forwards stdin to the process until the detach keys (the
 // attach ends with errDetached), the end of stdin, or ctx. A detach-key
-// prefix that turns out not to be the sequence is sent as typed.
+// prefix that turns out not to be the sequence is sent as typed, and
+// what was typed before the detach keys is sent before detaching (one
+// read may hold both: a paste, a fast typist, tmux send-keys).
 func attachInput(ctx context.Context, cancel context.CancelCauseFunc, c *api.Client, id string, stdin io.Reader, detach []byte, readOnly bool) {
 	buf := make([]byte, 4096)
 	matched := 0
 	for {
 		n, err := stdin.Read(buf)
-		var send []byte
-		for _, b := range buf[:n] {
-			if b == detach[matched] {
-				if matched++; matched == len(detach) {
-					cancel(errDetached)
-					return
-				}
-				continue
-			}
-			send = append(send, detach[:matched]...)
-			matched = 0
-			if b == detach[0] {
-				matched = 1
-				continue
-			}
-			send = append(send, b)
-		}
+		send, detached := scanDetach(buf[:n], detach, &matched)
 		if len(send) > 0 && !readOnly {
 			if _, werr := c.Input(ctx, id, api.InputRequest{Data: send}); werr != nil && ctx.Err() == nil {
 				cancel(fmt.Errorf("sending input: %w", werr))
 				return
 			}
 		}
+		if detached {
+			cancel(errDetached)
+			return
+		}
 		if err != nil {
 			return // stdin ended: keep showing output until the process ends
 		}
 	}
+}
+
+// scanDetach splits one read into what to send and whether the detach
+// keys completed in it (the bytes after them are dropped: attach ends).
+// *matched carries a partial match of the keys across reads; a partial
+// match that breaks is sent as typed, except its longest tail that
+// starts the keys again (keys "a,a,d" typed "aaad" detach after one "a").
+func scanDetach(in, detach []byte, matched *int) (send []byte, detached bool) {
+	for _, b := range in {
+		if b == detach[*matched] {
+			if *matched++; *matched == len(detach) {
+				return send, true
+			}
+			continue
+		}
+		typed := append(slices.Clip(detach[:*matched]), b)
+		k := len(typed) - 1
+		for k > 0 && !bytes.Equal(typed[len(typed)-k:], detach[:k]) {
+			k--
+		}
+		send = append(send, typed[:len(typed)-k]...)
+		*matched = k
+	}
+	return send, false
 }

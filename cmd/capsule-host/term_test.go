@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -111,9 +112,70 @@ func TestTerminalVerbs(t *testing.T) {
 	d.must(t, "rm", id2)
 }
 
+// screenCursor is the read-since cursor up to which the screen rendered
+// the output: `wait --for ... --cursor` from it sees only what follows.
+func (d *testDaemon) screenCursor(t *testing.T, id string) string {
+	t.Helper()
+	var s api.Screen
+	if err := json.Unmarshal([]byte(d.must(t, "screen", id, "--json")), &s); err != nil || s.Cursor == "" {
+		t.Fatalf("screen --json: %+v (%v)", s, err)
+	}
+	return s.Cursor
+}
+
+// tmuxPane is one tmux server with one session "a" running a command in
+// a real terminal: what a person at a keyboard sees and types.
+type tmuxPane struct {
+	t          *testing.T
+	tmux, sock string
+}
+
+// newTmuxPane starts a server on its own socket with a cols×rows window
+// running cmd, and kills it in t.Cleanup.
+func newTmuxPane(t *testing.T, tmux, sock string, cols, rows int, cmd string) *tmuxPane {
+	t.Helper()
+	p := &tmuxPane{t: t, tmux: tmux, sock: sock}
+	p.run("-f", os.DevNull, "new-session", "-d", "-s", "a", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), cmd)
+	t.Cleanup(func() { exec.Command(tmux, "-S", sock, "kill-server").Run() })
+	return p
+}
+
+func (p *tmuxPane) run(args ...string) string {
+	p.t.Helper()
+	out, err := exec.Command(p.tmux, append([]string{"-S", p.sock}, args...)...).CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
+// keys is tmux send-keys to the pane, in one write to its terminal.
+func (p *tmuxPane) keys(keys ...string) {
+	p.t.Helper()
+	p.run(append([]string{"send-keys", "-t", "a"}, keys...)...)
+}
+
+func (p *tmuxPane) text() string { return p.run("capture-pane", "-p", "-t", "a") }
+
+// await polls the pane until it shows want, bounded.
+func (p *tmuxPane) await(what, want string) {
+	p.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(p.text(), want) {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s: the pane never showed %q:\n%s", what, want, p.text())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestAttachInTmux drives `capsule-host attach` in a real terminal (tmux):
 // keystrokes reach the process, a resize of the window reaches it, the
-// detach keys leave it running, and a new attach shows the screen again.
+// detach keys leave it running, and a new attach shows the screen again;
+// custom detach keys (a prefix of them not followed through is typed, and
+// what was typed with them in one read is sent before detaching);
+// --read-only shows output but sends neither keystrokes nor its window
+// size; an invalid --detach-keys is refused naming it.
 func TestAttachInTmux(t *testing.T) {
 	skipSameBinary(t)
 	tmux, err := exec.LookPath("tmux")
@@ -124,53 +186,85 @@ func TestAttachInTmux(t *testing.T) {
 	d := startTermDaemon(t)
 	id := d.spawnTerminal(t, 24, 80)
 	tdir := t.TempDir()
-	sock := filepath.Join(tdir, "tmux.sock")
-	tm := func(args ...string) string {
-		t.Helper()
-		out, err := exec.Command(tmux, append([]string{"-S", sock}, args...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v: %s", args, err, out)
-		}
-		return string(out)
-	}
 	// The shell around attach keeps the pane (and what attach printed) if
-	// attach ends early.
-	attach := "sh -c '" + bin + " attach " + id[:12] + " --socket " + d.sock + "; echo attach-exit-$?; sleep 60'"
-	tm("-f", os.DevNull, "new-session", "-d", "-s", "a", "-x", "100", "-y", "30", attach)
-	t.Cleanup(func() { exec.Command(tmux, "-S", sock, "kill-server").Run() })
-	pane := func() string { return tm("capture-pane", "-p", "-t", "a") }
-	waitPane := func(what, want string) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !strings.Contains(pane(), want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the pane never showed %q:\n%s", what, want, pane())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	// attach ends early. Each attach runs in a tmux server of its own: a
+	// server just killed may still hold its socket.
+	attach := func(flags string) string {
+		return "sh -c '" + bin + " attach " + id[:12] + " --socket " + d.sock + " " + flags + "; echo attach-exit-$?; sleep 60'"
 	}
+	p := newTmuxPane(t, tmux, filepath.Join(tdir, "tmux1.sock"), 100, 30, attach(""))
 	// The window size reached the process when attach started (before
 	// it painted the screen, which shows the prompt).
-	waitPane("the first paint", "$")
-	tm("send-keys", "-t", "a", "-l", "stty size")
-	tm("send-keys", "-t", "a", "Enter")
-	waitPane("stty size through attach", "30 100")
-	tm("resize-window", "-t", "a", "-x", "90", "-y", "25")
-	tm("send-keys", "-t", "a", "-l", "stty size; echo marker-$((3*3))")
-	tm("send-keys", "-t", "a", "Enter")
-	waitPane("stty size after resize", "25 90")
-	waitPane("typed command", "marker-9")
+	p.await("the first paint", "$")
+	p.keys("-l", "stty size")
+	p.keys("Enter")
+	p.await("stty size through attach", "30 100")
+	p.run("resize-window", "-t", "a", "-x", "90", "-y", "25")
+	p.keys("-l", "stty size; echo marker-$((3*3))")
+	p.keys("Enter")
+	p.await("stty size after resize", "25 90")
+	p.await("typed command", "marker-9")
 	// Detach: the process keeps running.
-	tm("send-keys", "-t", "a", "C-p", "C-q")
-	waitPane("detach", "[detached")
+	p.keys("C-p", "C-q")
+	p.await("detach", "[detached")
+	p.await("attach's exit status", "attach-exit-0")
 	if out, _, code := d.cli(t, "inspect", id); code != 0 || !strings.Contains(out, "running") {
 		t.Errorf("after detach: inspect exit %d:\n%s", code, out)
 	}
-	// A new attach (in a second tmux server: a server just killed may
-	// still hold the first socket) paints the screen as it was.
-	tm("kill-server")
-	sock = filepath.Join(tdir, "tmux2.sock")
-	t.Cleanup(func() { exec.Command(tmux, "-S", filepath.Join(tdir, "tmux2.sock"), "kill-server").Run() })
-	tm("-f", os.DevNull, "new-session", "-d", "-s", "a", "-x", "90", "-y", "25", attach)
-	waitPane("re-attach", "marker-9")
+	p.run("kill-server")
+
+	// A new attach paints the screen as it was; its detach keys are
+	// ctrl-a,d. A ctrl-a not followed by d is typed (readline: to the
+	// start of the line, so "cho" becomes "echo"); text typed in the same
+	// write as the detach keys reaches the process before attach ends.
+	p = newTmuxPane(t, tmux, filepath.Join(tdir, "tmux2.sock"), 90, 25, attach("--detach-keys ctrl-a,d"))
+	p.await("re-attach", "marker-9")
+	p.keys("-l", "cho prefix-$((2+3))")
+	p.keys("C-a", "e", "Enter")
+	p.await("a detach-key prefix typed as it was", "prefix-5")
+	cur := d.screenCursor(t, id)
+	p.keys("C-u", "echo last-$((8*8))", "Enter", "C-a", "d")
+	p.await("custom detach keys", "[detached")
+	p.await("attach's exit status", "attach-exit-0")
+	if out, errOut, _ := d.cli(t, "wait", id, "--for", `last-64\r?\n`, "--cursor", cur, "--timeout", "20s"); !strings.HasPrefix(out, "output-matched") {
+		t.Errorf("the line typed in the same write as the detach keys never ran: %q %s\n%s", out, errOut, d.must(t, "screen", id))
+	}
+	if out, _, code := d.cli(t, "inspect", id); code != 0 || !strings.Contains(out, "running") {
+		t.Errorf("after the custom detach: inspect exit %d:\n%s", code, out)
+	}
+	p.run("kill-server")
+
+	// --read-only in a window of another size: output reaches the pane,
+	// keystrokes and the size do not reach the process.
+	p = newTmuxPane(t, tmux, filepath.Join(tdir, "tmux3.sock"), 70, 20, attach("--read-only"))
+	p.await("read-only paint", "last-64")
+	d.must(t, "send", id, "-l", "echo from-cli-$((4*4))", "--enter")
+	p.await("output followed read-only", "from-cli-16")
+	p.keys("-l", "echo typed-$((5*5))")
+	p.keys("Enter", "C-p", "C-q")
+	p.await("read-only detach", "[detached")
+	// The typed line was dropped before the detach keys were read (one
+	// input loop, in order). Had it been written, bash would run it before
+	// the next command, whose output is awaited here.
+	cur = d.screenCursor(t, id)
+	d.must(t, "send", id, "-l", "echo after-$((7*7))", "--enter")
+	if out := d.must(t, "wait", id, "--for", `after-49\r?\n`, "--cursor", cur, "--timeout", "20s"); !strings.HasPrefix(out, "output-matched") {
+		t.Errorf("wait for after-49: %q", out)
+	}
+	waitFor(t, func() bool { return strings.Contains(d.must(t, "screen", id), "after-49") })
+	if scr := d.must(t, "screen", id); strings.Contains(scr, "typed-") {
+		t.Errorf("a read-only attach's keystrokes reached the process:\n%s", scr)
+	}
+	var info api.Process
+	if err := json.Unmarshal([]byte(d.must(t, "inspect", id, "--json")), &info); err != nil || info.Terminal == nil || info.Terminal.Rows != 25 || info.Terminal.Cols != 90 {
+		t.Errorf("after a read-only attach in a 70x20 window: terminal %+v (%v), want 25x90 kept", info.Terminal, err)
+	}
+
+	// An invalid detach-key spec is refused before anything connects.
+	for _, spec := range []string{"ctrl-1", "ctrl-", "ab", "", "ctrl-p,,ctrl-q"} {
+		_, errOut, code := d.cli(t, "attach", id, "--detach-keys", spec)
+		if code == 0 || !strings.Contains(errOut, "--detach-keys") {
+			t.Errorf("--detach-keys %q: exit %d, stderr %q; want a refusal naming --detach-keys", spec, code, errOut)
+		}
+	}
 }

@@ -27,13 +27,14 @@ type AnchorSide struct {
 // Theirs (Theirs / Ours with Invert, for "n× faster"), or, with no
 // Theirs or with Value set, on Ours itself. Also is a second condition
 // that must hold for the goal to be met (P2: no allocation on the ID
-// lookup).
+// lookup). A row with no Op has no goal: a figure an issue asks for
+// (issue 15's snapshot cost), shown so it is measured in every run.
 type Anchor struct {
 	Name         string // the row's name: RFC.md quotes docs/bench.md by it
 	Ours, Theirs AnchorSide
 	Invert       bool
 	Value        bool
-	Op           string // "<", "≤" or "≥"
+	Op           string // "<", "≤" or "≥"; "" for a figure with no goal
 	Limit        float64
 	GoalUnit     string // "×" for a ratio, else Ours' unit as written
 	Also         *Check
@@ -51,6 +52,8 @@ const (
 	cmdPkg   = "./cmd/capsule-host"
 	e2ePkg   = "./capsules/internal/e2e"
 	localPkg = "./sandbox/local"
+	regPkg   = "./registry"
+	termPkg  = "./sandbox/terminal"
 )
 
 // osexecE2E is the bare os/exec side both spawn-path rows share (one
@@ -71,6 +74,26 @@ var Anchors = []Anchor{
 		Ours:   side("capsule-host send ID x --screen (lean client, one exec)", cmdPkg, "BenchmarkKeystrokeCLIVsTmux", "send-screen", "ms"),
 		Theirs: side("tmux send-keys -l x, then capture-pane -p", cmdPkg, "BenchmarkKeystrokeCLIVsTmux", "tmux", "ms"),
 		Op:     "<", Limit: 1, GoalUnit: "×"},
+	{Name: "C-c interrupts sleep 100: send-keys to its exit",
+		Ours: side("registry SendKeys C-c, bash on a PTY, to the foreground sleep's exit (pidfd)", regPkg, "BenchmarkInterruptLatency", "exit", "ms"),
+		Op:   "≤", Limit: 100, GoalUnit: "ms",
+		Also: &Check{Label: "slowest", Ref: Ref{regPkg, "BenchmarkInterruptLatency", "exit-max-ms"}, Op: "≤", Limit: 100}},
+	{Name: "C-c interrupts sleep 100: send-keys to bash's prompt back",
+		Ours: side("the same C-c to the prompt in the output log (wait-for)", regPkg, "BenchmarkInterruptLatency", "prompt", "ms"),
+		Op:   "≤", Limit: 100, GoalUnit: "ms",
+		Also: &Check{Label: "slowest", Ref: Ref{regPkg, "BenchmarkInterruptLatency", "prompt-max-ms"}, Op: "≤", Limit: 100}},
+	{Name: "terminal snapshot at 80×24",
+		Ours: AnchorSide{Label: "Screen.Snapshot, full screen + 100 lines of scrollback, CPU", Median: Ref{termPkg, "BenchmarkSnapshot/80x24", "cpu-ms/op"}}},
+	{Name: "terminal snapshot at 250×60",
+		Ours: AnchorSide{Label: "Screen.Snapshot, full screen + 100 lines of scrollback, CPU", Median: Ref{termPkg, "BenchmarkSnapshot/250x60", "cpu-ms/op"}}},
+	{Name: "VT emulator throughput vs raw capture at 80×24",
+		Ours:   side("screen model (charmbracelet/x/vt), per MiB of mixed escape sequences", termPkg, "BenchmarkEmulatorThroughput/80x24", "emulator", "ms"),
+		Theirs: side("the same MiB into an output log (raw capture)", termPkg, "BenchmarkEmulatorThroughput/80x24", "raw", "ms"),
+		Invert: true, Op: "≥", Limit: 0.3, GoalUnit: "×"},
+	{Name: "VT emulator throughput vs raw capture at 250×60",
+		Ours:   side("screen model (charmbracelet/x/vt), per MiB of mixed escape sequences", termPkg, "BenchmarkEmulatorThroughput/250x60", "emulator", "ms"),
+		Theirs: side("the same MiB into an output log (raw capture)", termPkg, "BenchmarkEmulatorThroughput/250x60", "raw", "ms"),
+		Invert: true, Op: "≥", Limit: 0.3, GoalUnit: "×"},
 	{Name: "wasm tool-call spawn of /bin/true vs os/exec",
 		Ours:   side("testcap `spawn` tool call (warm pool, local backend)", e2ePkg, "BenchmarkSpawnPath", "toolcall", "µs"),
 		Theirs: osexecE2E,
@@ -272,10 +295,11 @@ func anchorSection(b *strings.Builder, rows []Row) {
 	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("## Anchor table (issue 16)\n\n")
+	b.WriteString("## Anchor table (issues 15 and 16)\n\n")
 	b.WriteString("One row per goal: ours against what a user would pick instead, both sides measured in the same run\n")
-	b.WriteString("(interleaved where the row's benchmark takes both: one sample of each side in turn). Median, with the\n")
-	b.WriteString("interquartile range (IQR) where the benchmark took several samples; the ratio is of the medians.\n\n")
+	b.WriteString("(interleaved where the row's benchmark takes both: one sample of each side in turn), or ours against\n")
+	b.WriteString("a limit; a row without a goal is a figure an issue asks for. Median, with the interquartile range\n")
+	b.WriteString("(IQR) where the benchmark took several samples; the ratio is of the medians.\n\n")
 	b.WriteString("| goal | ours: median (IQR) | theirs: median (IQR) | ratio | goal | met |\n|---|---|---|---:|---|---|\n")
 	for _, r := range rows {
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", cell(r.Name), figCell(r.Ours, r.OursV), figCell(r.Theirs, r.TheirsV),
@@ -293,9 +317,12 @@ func figCell(s AnchorSide, f *Fig) string {
 	}
 	unit := strings.TrimSuffix(unitSuffix(s.Median.Unit), "/op")
 	v := cell(s.Label) + ": **" + f.Value.Text + " " + unit + "**"
-	if f.Spread != nil {
+	switch {
+	case f.Spread != nil:
 		v += " (" + f.Spread.Text + ")"
-	} else {
+	case f.N > 1:
+		v += fmt.Sprintf(" (no spread; %d iterations)", f.N)
+	default:
 		v += " (1 run)"
 	}
 	return v + " `" + cell(f.Bench) + "`"
@@ -319,6 +346,9 @@ func ratioCell(r Row) string {
 }
 
 func goalCell(r Row) string {
+	if r.Op == "" {
+		return "none (a figure)"
+	}
 	g := fmt.Sprintf("%s %s%s", r.Op, strconv.FormatFloat(r.Limit, 'g', -1, 64), r.GoalUnit)
 	if r.GoalUnit != "×" {
 		g = fmt.Sprintf("%s %s %s", r.Op, strconv.FormatFloat(r.Limit, 'g', -1, 64), r.GoalUnit)
@@ -336,6 +366,8 @@ func metCell(r Row) string {
 	switch {
 	case !r.Measured:
 		return "not measured: no " + cell(strings.Join(r.MissingWhat, ", "))
+	case r.Op == "":
+		return "—"
 	case r.Met:
 		return "met"
 	default:

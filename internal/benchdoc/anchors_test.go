@@ -72,3 +72,54 @@ func TestRenderAnchorTable(t *testing.T) {
 		}
 	}
 }
+
+// Issue 15's rows: a value goal with a second condition on the slowest
+// sample (met, then not met by the maximum alone), a figure with no goal,
+// and an inverted ratio of per-MiB times (emulator throughput vs raw).
+const terminalOutput = `pkg: github.com/capsule-host/capsule-host/registry
+BenchmarkInterruptLatency-2   4   999 ns/op   0.04 exit-iqr-ms   2.2 exit-max-ms   0.33 exit-ms   0.8 prompt-iqr-ms   140 prompt-max-ms   0.83 prompt-ms
+ok  	github.com/capsule-host/capsule-host/registry	1.0s
+pkg: github.com/capsule-host/capsule-host/sandbox/terminal
+BenchmarkSnapshot/80x24-2   1000   999 ns/op   0.11 cpu-ms/op
+BenchmarkEmulatorThroughput/80x24-2   1   999 ns/op   150 emulator-iqr-ms   200 emulator-ms   0.07 raw-iqr-ms   0.5 raw-ms
+ok  	github.com/capsule-host/capsule-host/sandbox/terminal	1.0s
+`
+
+func TestTerminalAnchorRows(t *testing.T) {
+	run, err := Parse(strings.NewReader(terminalOutput))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]Row{}
+	for _, r := range Rows(testEnv, run) {
+		rows[r.Name] = r
+	}
+	if r := rows["C-c interrupts sleep 100: send-keys to its exit"]; !r.Measured || !r.Met || r.AlsoV == nil || r.AlsoV.Value.Value != 2.2 {
+		t.Errorf("exit row = %+v", r)
+	}
+	if r := rows["C-c interrupts sleep 100: send-keys to bash's prompt back"]; !r.Measured || r.Met {
+		t.Errorf("prompt row (median met, slowest 140 ms not) = measured %v met %v", r.Measured, r.Met)
+	}
+	if r := rows["terminal snapshot at 80×24"]; !r.Measured || r.Met {
+		t.Errorf("snapshot row = measured %v met %v; want measured, no goal to meet", r.Measured, r.Met)
+	}
+	if r := rows["terminal snapshot at 250×60"]; r.Measured {
+		t.Errorf("250×60 snapshot row measured with no figure")
+	}
+	if r := rows["VT emulator throughput vs raw capture at 80×24"]; !r.Measured || r.Met || r.Ratio != 0.5/200 {
+		t.Errorf("throughput row = measured %v met %v ratio %v", r.Measured, r.Met, r.Ratio)
+	}
+	var b strings.Builder
+	anchorSection(&b, Rows(testEnv, run))
+	doc := b.String()
+	for _, want := range []string{
+		"| C-c interrupts sleep 100: send-keys to its exit | registry SendKeys C-c, bash on a PTY, to the foreground sleep's exit (pidfd): **0.33 ms** (0.04) `BenchmarkInterruptLatency` | — |  | ≤ 100 ms; slowest ≤ 100 (2.2) | met |",
+		"| ≤ 100 ms; slowest ≤ 100 (140) | **not met** |",
+		"| terminal snapshot at 80×24 | Screen.Snapshot, full screen + 100 lines of scrollback, CPU: **0.11 cpu-ms** (no spread; 1000 iterations) `BenchmarkSnapshot/80x24` | — |  | none (a figure) | — |",
+		"| 0.0025× | ≥ 0.3× | **not met** |",
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("anchor table lacks %q\n--- table:\n%s", want, doc)
+		}
+	}
+}

@@ -21,16 +21,24 @@ type shellScreen struct {
 	Cursor          string `json:"cursor"`
 }
 
-// TestShellTerminalTools drives the shell capsule's terminal tools as an
-// agent would, in the bwrap sandbox: python3's REPL on a terminal, typed
-// input, a prompt waited for, keys, resize, and wait_for on a pipe
-// process too.
-func TestShellTerminalTools(t *testing.T) {
+// newTerminalEnv is an env serving the shell capsule, skipped loudly when
+// its built module predates the terminal tools.
+func newTerminalEnv(t *testing.T) *env {
+	t.Helper()
 	e := newEnv(t, "shell")
 	c, _ := e.h.Capsule("shell")
 	if !slices.ContainsFunc(c.Tools(), func(tl host.ToolSpec) bool { return tl.Name == "start_terminal" }) {
 		t.Skip("SKIPPED LOUDLY: capsules/shell/shell.wasm predates the terminal tools (capsules/shell/terminal.go): run capsules/build.sh shell")
 	}
+	return e
+}
+
+// TestShellTerminalTools drives the shell capsule's terminal tools as an
+// agent would, in the bwrap sandbox: python3's REPL on a terminal, typed
+// input, a prompt waited for, keys, resize, and wait_for on a pipe
+// process too.
+func TestShellTerminalTools(t *testing.T) {
+	e := newTerminalEnv(t)
 	var s shellScreen
 	e.call("alice", "shell", "start_terminal", map[string]any{"command": "exec python3 -q", "rows": 20, "cols": 70, "settle_ms": 500}, &s)
 	t.Cleanup(func() { e.call("alice", "shell", "kill_process", map[string]any{"id": s.ID, "grace_ms": 500}, nil) })
@@ -162,4 +170,61 @@ func TestShellWaitForFromStart(t *testing.T) {
 		t.Errorf("no match in an ended stream: %v", w)
 	}
 	e.toolErr("alice", "shell", "wait_for", map[string]any{"id": sp.ID, "regex": `(`}, `"("`)
+}
+
+// start_terminal without a command is an interactive shell (bash when the
+// sandbox has it, else sh) on a terminal: its prompt waits for input, a
+// submitted line runs with a tty as its input and job control on, the
+// screen shows the result, and `exit 3` ends it with that code under the
+// label "terminal: shell".
+func TestShellTerminalInteractiveShell(t *testing.T) {
+	e := newTerminalEnv(t)
+	var s shellScreen
+	e.call("alice", "shell", "start_terminal", map[string]any{"rows": 20, "cols": 60}, &s)
+	t.Cleanup(func() { e.call("alice", "shell", "kill_process", map[string]any{"id": s.ID, "grace_ms": 500}, nil) })
+	if s.ID == "" || s.Rows != 20 || s.Cols != 60 {
+		t.Fatalf("start_terminal: %+v", s)
+	}
+	var w map[string]any
+	e.call("alice", "shell", "wait_for", map[string]any{"id": s.ID, "input": true, "timeout_ms": 15000}, &w)
+	if w["fired"] != "input-wait" {
+		t.Fatalf("the shell's prompt: %v", w)
+	}
+	e.call("alice", "shell", "terminal_type", map[string]any{"id": s.ID, "submit": true,
+		"text": `[ -t 0 ] && echo "tty-yes $(basename "$0") $((6*7))"; case $- in *m*) echo job-control;; esac`}, nil)
+	w = nil
+	e.call("alice", "shell", "wait_for", map[string]any{"id": s.ID, "regex": `job-control\r?\n`, "timeout_ms": 15000}, &w)
+	scr, _ := w["screen"].(string)
+	if w["fired"] != "output-matched" || !strings.Contains(scr, "tty-yes ") || !strings.Contains(scr, " 42") {
+		t.Fatalf("a command typed into the shell: %v", w)
+	}
+	if !strings.Contains(scr, "tty-yes bash 42") && !strings.Contains(scr, "tty-yes sh 42") {
+		t.Errorf("the shell is neither bash nor sh:\n%s", scr)
+	}
+	e.call("alice", "shell", "terminal_type", map[string]any{"id": s.ID, "text": "exit 3", "submit": true}, nil)
+	w = nil
+	e.call("alice", "shell", "wait_for", map[string]any{"id": s.ID, "exit": true, "timeout_ms": 15000}, &w)
+	if w["fired"] != "exited" {
+		t.Fatalf("exit 3: %v", w)
+	}
+	var ls struct {
+		Processes []listedProc `json:"processes"`
+	}
+	e.call("alice", "shell", "list_processes", map[string]any{}, &ls)
+	i := slices.IndexFunc(ls.Processes, func(p listedProc) bool { return p.ID == s.ID })
+	if i < 0 {
+		t.Fatalf("list_processes lacks %s: %+v", s.ID, ls)
+	}
+	if p := ls.Processes[i]; p.Label != "terminal: shell" || p.Exit == nil || p.Exit.ExitCode == nil || *p.Exit.ExitCode != 3 {
+		t.Errorf("list_processes: %+v, want labelled \"terminal: shell\", exited 3", p)
+	}
+}
+
+// listedProc is a list_processes entry (the fields the tests read).
+type listedProc struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+	Exit  *struct {
+		ExitCode *int32 `json:"exit_code"`
+	} `json:"exit"`
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,10 +51,23 @@ func (s *Server) fullID(r *http.Request, id string) (string, error) {
 	if wh := whoFrom(r); wh.tcp {
 		f.Principal = wh.principal
 	}
+	ls := s.rt.Registry.OperatorList(f)
+	ids := make([]string, len(ls))
+	for i, in := range ls {
+		ids[i] = in.ID
+	}
+	return matchPrefix(ids, id)
+}
+
+// matchPrefix is the one ID of ids that starts with prefix: none is
+// no-such-process; several is invalid input saying it is ambiguous, with
+// how many and, for the first three, the shortest prefix that names each
+// alone (the operator sees the IDs in ps anyway).
+func matchPrefix(ids []string, prefix string) (string, error) {
 	var match []string
-	for _, in := range s.rt.Registry.OperatorList(f) {
-		if strings.HasPrefix(in.ID, id) {
-			match = append(match, in.ID)
+	for _, id := range ids {
+		if strings.HasPrefix(id, prefix) {
+			match = append(match, id)
 		}
 	}
 	switch len(match) {
@@ -62,7 +76,31 @@ func (s *Server) fullID(r *http.Request, id string) (string, error) {
 	case 1:
 		return match[0], nil
 	}
-	return "", fmt.Errorf("%w: process ID prefix %q matches %d processes: give more characters", registry.ErrInvalidInput, id, len(match))
+	slices.Sort(match)
+	common := func(a, b string) int {
+		n := 0
+		for n < len(a) && n < len(b) && a[n] == b[n] {
+			n++
+		}
+		return n
+	}
+	shown := make([]string, 0, 3)
+	for i, m := range match[:min(3, len(match))] {
+		n := 0
+		if i > 0 {
+			n = common(m, match[i-1])
+		}
+		if i+1 < len(match) {
+			n = max(n, common(m, match[i+1]))
+		}
+		shown = append(shown, m[:min(len(m), n+1)])
+	}
+	more := ""
+	if len(match) > len(shown) {
+		more = fmt.Sprintf(" and %d more", len(match)-len(shown))
+	}
+	return "", fmt.Errorf("%w: process ID prefix %q is ambiguous: it matches %d processes (%s%s); give more characters",
+		registry.ErrInvalidInput, prefix, len(match), strings.Join(shown, ", "), more)
 }
 
 // regCodeTerminal maps the registry classes the terminal endpoints add.

@@ -478,7 +478,7 @@ func (r *Registry) publishAdopted(p *proc) {
 	r.workers.Add(1)
 	r.mu.Unlock()
 	r.dirAdopt(p)
-	go r.watch(p)
+	r.startWatch(p)
 }
 
 // heldRef is a process a listing backend holds.

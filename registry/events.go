@@ -38,10 +38,7 @@ func (r *Registry) consumedLocked(e evRec) {
 	s := e.ev.Stream
 	if e.p.pending[s] && e.p.pendingSeq[s] == e.ev.Seq {
 		e.p.pending[s] = false
-		select {
-		case e.p.rearm <- struct{}{}:
-		default:
-		}
+		e.p.rearmWatch(r)
 	}
 }
 

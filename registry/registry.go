@@ -81,6 +81,7 @@ type proc struct {
 	cs         *capsuleState
 	stdinSem   chan struct{} // serialises writers so frames never interleave
 	rearm      chan struct{} // wakes the watcher when a log-ready was consumed
+	cb         *cbWatch      // callback watch (watch.go); nil: a goroutine watches; set under mu
 	term       *termState    // a terminal's screen (terminal.go); nil: pipes
 
 	// guarded by Registry.mu
@@ -164,6 +165,7 @@ type Registry struct {
 	running  int // processes of both tiers holding a concurrent slot on this node (Config.NodeCapacity)
 
 	workers    sync.WaitGroup // watchers and reaper-started terminations
+	wq         watchQueue     // callback-watched processes to check (watch.go)
 	inflight   sync.WaitGroup // spawns between reservation and publication
 	reaperStop chan struct{}
 	reaperDone chan struct{}

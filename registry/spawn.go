@@ -545,7 +545,7 @@ func (r *Registry) start(ctx context.Context, p *proc, pr *prepared) error {
 	}
 	r.workers.Add(1)
 	r.mu.Unlock()
-	go r.watch(p)
+	r.startWatch(p)
 	tier := "background"
 	if p.persistent {
 		tier = "persistent"
@@ -567,50 +567,6 @@ func (r *Registry) abandon(p *proc, h sandbox.Handle) {
 	h.Terminate(fctx, sandbox.Force)
 	cancel()
 	r.cleanup(p)
-}
-
-// watch is a process's one goroutine: it turns output into coalesced
-// log-ready events and records the exit.
-func (r *Registry) watch(p *proc) {
-	defer r.workers.Done()
-	var ch [2]<-chan struct{}
-	var seen [2]int64
-	check := func(s Stream) {
-		l := p.log(s)
-		ch[s] = l.Changed() // arm before reading End: no lost wake-up
-		if l.Closed() {
-			ch[s] = nil // a closed log's channel stays closed: never spin on it
-		}
-		if end := l.End(); end > seen[s] && r.emitLogReady(p, s) {
-			seen[s] = end
-			ch[s] = nil // coalesced: re-armed when the event is consumed
-		}
-	}
-	if p.persistent {
-		check(Stdout)
-		check(Stderr)
-	}
-	for {
-		select {
-		case <-p.h.Done():
-			if p.persistent {
-				check(Stdout)
-				check(Stderr)
-			}
-			r.recordExit(p)
-			return
-		case <-ch[Stdout]:
-			check(Stdout)
-		case <-ch[Stderr]:
-			check(Stderr)
-		case <-p.rearm:
-			for _, s := range []Stream{Stdout, Stderr} {
-				if ch[s] == nil {
-					check(s)
-				}
-			}
-		}
-	}
 }
 
 // Spawn runs a process to completion (bounded by req.Timeout, clamped to

@@ -283,6 +283,9 @@ type handle struct {
 	done   chan struct{}
 	exit   sandbox.Exit
 	err    error
+
+	wmu      sync.Mutex
+	watchers []*procWatcher // Watch (watch.go)
 }
 
 // settle records the process's end once and closes done: a Terminate
@@ -292,6 +295,7 @@ func (h *handle) settle(x sandbox.Exit, err error) {
 	h.once.Do(func() {
 		h.exit, h.err = x, err
 		close(h.done)
+		h.notifyWatchers()
 	})
 }
 

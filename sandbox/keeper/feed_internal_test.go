@@ -16,10 +16,7 @@ func feedProcs(t *testing.T, ctx context.Context, c *Client, n int) []sandbox.Re
 	t.Helper()
 	refs := make([]sandbox.Ref, n)
 	for i := range refs {
-		sp := sandbox.ProcessSpec{Argv: []string{"/bin/sh", "-c", "read x; echo out $x; echo err $x >&2; exit 7", "keeper-test-feed"}, Cwd: "/",
-			Stdin:  sandbox.StdinSpec{Mode: sandbox.StdinOpen},
-			Output: sandbox.OutputSpec{RingBytes: 4096, Overflow: sandbox.DropOldest}, Grace: time.Second, Drain: time.Second}
-		st, err := c.Start(ctx, sp)
+		st, err := c.Start(ctx, feedSpec())
 		if err != nil {
 			t.Fatal(err)
 		}

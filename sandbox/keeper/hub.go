@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/capsule-host/capsule-host/sandbox"
 )
 
 // hub is a Client's side of the feed (feed.go): one watch_all in flight
@@ -22,6 +24,14 @@ type hub struct {
 	state       map[string]procChange
 	logs        map[string][]*logWaiter
 	exits       map[string][]func()
+	procs       map[string][]*procWatcher // Watch callbacks, by ref
+}
+
+// procWatcher is one Watch of a handle: called with every change the feed
+// reports for its process (watch.go).
+type procWatcher struct {
+	h *handle
+	f func(sandbox.WatchState)
 }
 
 type logWaiter struct {
@@ -174,10 +184,14 @@ func (h *hub) apply(res watchAllResult) {
 			delete(h.exits, ref)
 		}
 	}
+	watchFires := h.watchFiresLocked(res, touched)
 	h.ready = true
 	h.mu.Unlock()
 	for _, f := range logFires {
 		f.w.r.fire(f.w.ch, f.pc)
+	}
+	for _, f := range watchFires {
+		f.w.fire(f.pc)
 	}
 	for _, f := range exitFires {
 		go f()
@@ -189,9 +203,14 @@ func (h *hub) apply(res watchAllResult) {
 func (h *hub) end(err error, unsupported bool) {
 	h.mu.Lock()
 	h.failed, h.unsupported = err, unsupported
-	logs, exits := h.logs, h.exits
-	h.logs, h.exits = nil, nil
+	logs, exits, procs := h.logs, h.exits, h.procs
+	h.logs, h.exits, h.procs = nil, nil, nil
 	h.mu.Unlock()
+	for _, ws := range procs {
+		for _, w := range ws {
+			w.fire(nil) // spurious: the handle's Done follows
+		}
+	}
 	for _, ws := range logs {
 		for _, w := range ws {
 			w.r.fire(w.ch, nil)

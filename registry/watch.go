@@ -234,4 +234,3 @@ func (r *Registry) watch(p *proc) {
 		}
 	}
 }
-

@@ -135,4 +135,5 @@ func (h *hub) watchFiresLocked(res watchAllResult, touched map[string]bool) []wa
 	}
 	return out
 }
+
 var _ sandbox.Watchable = (*handle)(nil)

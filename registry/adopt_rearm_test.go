@@ -1,14 +1,8 @@
 package registry
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/capsule-host/capsule-host/registry/journal"
-	"github.com/capsule-host/capsule-host/sandbox/keeper"
 )
 
 // TestAdoptRearmsReapDeadlines: reap deadlines are journaled as absolute
@@ -21,27 +15,7 @@ import (
 // from the call at 5 s) report exactly that time left and are not reaped
 // a second early, then are reaped at their deadlines.
 func TestAdoptRearmsReapDeadlines(t *testing.T) {
-	dir, keys := durableDir(t, "regrearm-")
-	jpath := filepath.Join(dir, "journal.db")
-	kd := filepath.Join(dir, "k")
-	os.Mkdir(kd, 0o700)
-	kb, err := keeper.NewBackend(keeper.Config{Dir: kd, Name: "local"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	defer kb.Close(dctx, true)
-	daemon := func() (*env, *journal.Journal) {
-		jr, _, err := journal.Open(jpath, journal.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return newEnv(t, func(c *Config) {
-			c.Journal, c.Keys = jr, keys
-			c.Backends["local"] = kb
-		}), jr
-	}
+	daemon, dctx := keeperDaemons(t, "regrearm-")
 	sec := func(n int) *time.Duration { d := time.Duration(n) * time.Second; return &d }
 	ctx := as("cap", "alice")
 	e1, jr1 := daemon()

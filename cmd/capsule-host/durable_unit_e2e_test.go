@@ -70,9 +70,19 @@ func newUnitCgroup(t *testing.T) *unitCgroup {
 	t.Cleanup(func() {
 		u.killAll()
 		for _, d := range u.dirs {
-			for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-				if err := syscall.Rmdir(d); err == nil || time.Now().After(end) {
-					break
+			// The daemon's own leaves' parent (capsule-host/) first.
+			var tree []string
+			filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+				if err == nil && e.IsDir() {
+					tree = append(tree, p)
+				}
+				return nil
+			})
+			for i := len(tree) - 1; i >= 0; i-- {
+				for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+					if err := syscall.Rmdir(tree[i]); err == nil || time.Now().After(end) {
+						break
+					}
 				}
 			}
 		}

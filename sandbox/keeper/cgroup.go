@@ -1,24 +1,20 @@
 package keeper
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"os"
 
 	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
 )
 
-// CgroupName is the keeper's own cgroup under capsule-host-keepers/: the
-// backend's name and a hash of the keeper directory, so it is the same for
-// every keeper of one directory (the next keeper sweeps what a dead one
-// left there) and distinct between directories.
+// CgroupName is the keeper's own cgroup under capsule-host-keepers/
+// (cgroups.KeeperGroup: the backend's name and a hash of the directory).
 func CgroupName(cfg Config) string {
 	name := cfg.Name
 	if name == "" {
 		name = "keeper" // withDefaults' name
 	}
-	h := sha256.Sum256([]byte(cfg.Dir))
-	return fmt.Sprintf("%s-%x", name, h[:6])
+	return cgroups.KeeperGroup(name, cfg.Dir)
 }
 
 // ownCgroup moves the keeper process out of its starter's cgroup, before

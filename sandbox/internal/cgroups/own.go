@@ -1,6 +1,8 @@
 package cgroups
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -27,6 +29,31 @@ import (
 // KeeperParent is the group, beside the starter's cgroup, that holds one
 // group per keeper.
 const KeeperParent = "capsule-host-keepers"
+
+// KeeperGroup is the name of the keeper of directory dir (absolute)
+// embedding backend: the backend's name and a hash of the directory, so
+// it is the same for every keeper of one directory (the next keeper
+// sweeps what a dead one left there) and distinct between directories.
+func KeeperGroup(backend, dir string) string {
+	h := sha256.Sum256([]byte(dir))
+	return fmt.Sprintf("%s-%x", backend, h[:keeperHashBytes])
+}
+
+const keeperHashBytes = 6
+
+// isKeeperGroup says whether name has KeeperGroup's shape. Only such
+// groups are removeIdle's: an OCI runtime on a unified host makes its
+// containers' groups under the parent of its own cgroup, which for a
+// keeper's container is KeeperParent, and one made a moment ago is
+// empty until its init joins it.
+func isKeeperGroup(name string) bool {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 || len(name)-i-1 != 2*keeperHashBytes {
+		return false
+	}
+	_, err := hex.DecodeString(name[i+1:])
+	return err == nil && strings.ToLower(name[i+1:]) == name[i+1:]
+}
 
 // tracking says whether m is a hierarchy a service manager tracks and
 // kills a service's processes by: the v2 tree (systemd in unified and
@@ -142,9 +169,9 @@ func Leave(moved []Placement) {
 	}
 }
 
-// removeIdle removes the groups under parent, other than keep, that no
-// process sits in directly (a live keeper always does): what keepers
-// that are gone left. removeTreeOf says why this never reaches a live
+// removeIdle removes the keepers' groups under parent, other than keep,
+// that no process sits in directly (a live keeper always does): what
+// keepers that are gone left. removeTreeOf says why this never reaches a live
 // keeper's groups.
 func removeIdle(parent, keep string) {
 	ents, err := os.ReadDir(parent)
@@ -152,7 +179,7 @@ func removeIdle(parent, keep string) {
 		return
 	}
 	for _, e := range ents {
-		if !e.IsDir() || e.Name() == keep {
+		if !e.IsDir() || e.Name() == keep || !isKeeperGroup(e.Name()) {
 			continue
 		}
 		d := filepath.Join(parent, e.Name())

@@ -3,6 +3,7 @@ package cgroups
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
@@ -102,6 +103,58 @@ func TestHostGone(t *testing.T) {
 	} {
 		if got := HostGone(name); got != want {
 			t.Errorf("HostGone(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestKeeperGroupShape(t *testing.T) {
+	g := KeeperGroup("bwrap", "/var/lib/capsule-host/keeper/bwrap")
+	if g != KeeperGroup("bwrap", "/var/lib/capsule-host/keeper/bwrap") || g == KeeperGroup("bwrap", "/other") || !isKeeperGroup(g) {
+		t.Fatalf("KeeperGroup = %q: not stable per directory, not distinct, or not recognised", g)
+	}
+	for name, want := range map[string]bool{
+		"local-0123456789ab": true, "a-b-0123456789ab": true,
+		"capsule-oci": false, "capsule-0e926b0f2567218707ff2c2a750dad4e": false, "local-0123456789AB": false,
+		"local-0123456789a": false, "-0123456789ab": false, "local-0123456789ag": false,
+	} {
+		if got := isKeeperGroup(name); got != want {
+			t.Errorf("isKeeperGroup(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+// removeIdle on real cgroups (v2, as root): a dead keeper's empty group
+// goes with its dead host's leaf; a group a process sits in stays, and
+// so does an empty group that is not a keeper's (an OCI runtime's
+// container group between its creation and its init joining it).
+func TestRemoveIdleOnCgroups(t *testing.T) {
+	s, err := Detect()
+	if err != nil || s.V2 == "" || os.Geteuid() != 0 {
+		t.Skip("SKIP LOUDLY: needs root and a v2 hierarchy")
+	}
+	parent := filepath.Join(s.V2, fmt.Sprintf("capsule-test-idle-%d", os.Getpid()))
+	dead := fmt.Sprintf("h1-%d-pool1", procfs.StartTime(1)+7)
+	for _, d := range []string{"local-0123456789ab/capsule-host/" + dead, "bwrap-0123456789ab", "capsule-oci/capsule-1"} {
+		if err := os.MkdirAll(filepath.Join(parent, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sleeper.Process.Kill()
+		sleeper.Wait()
+		removeTreeOf(parent, func(string) bool { return true })
+	})
+	if err := writeFile(filepath.Join(parent, "bwrap-0123456789ab", "cgroup.procs"), fmt.Sprint(sleeper.Process.Pid)); err != nil {
+		t.Fatal(err)
+	}
+	removeIdle(parent, "mine-0123456789ab")
+	for d, want := range map[string]bool{"local-0123456789ab": false, "bwrap-0123456789ab": true, "capsule-oci/capsule-1": true} {
+		if _, err := os.Stat(filepath.Join(parent, d)); (err == nil) != want {
+			t.Errorf("%s: exists %v, want %v", d, err == nil, want)
 		}
 	}
 }

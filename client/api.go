@@ -64,6 +64,22 @@ type Health struct {
 	// "degraded: ..." (etcd unreachable or the lease lost: new spawns are
 	// refused, held processes keep serving).
 	Cluster string `json:"cluster,omitempty"`
+	// Runtime is the daemon process's own figures, for the operator only
+	// (absent over TCP): what a leak grows.
+	Runtime *RuntimeFigures `json:"runtime,omitempty"`
+}
+
+// RuntimeFigures are the daemon process's goroutines and open
+// descriptors. A goroutine leak is visible only from inside the process;
+// the descriptors are in /proc too, but not to an operator of another
+// uid. The daemon holds one goroutine per running process (its watcher)
+// and no descriptor per keeper-held process, so with no call in flight
+// Goroutines minus the running processes, and FDs, stay level across
+// calls and restarts (the durability hammer checks both).
+type RuntimeFigures struct {
+	Goroutines int `json:"goroutines"`
+	// FDs is -1 when /proc/self/fd cannot be read.
+	FDs int `json:"fds"`
 }
 
 // LoadProgress counts the capsules the start has finished (loaded or

@@ -1,42 +1,13 @@
 package registry
 
-import (
-	"context"
-	"os"
-	"path/filepath"
-	"testing"
-	"time"
-
-	"github.com/capsule-host/capsule-host/registry/journal"
-	"github.com/capsule-host/capsule-host/sandbox/keeper"
-)
+import "testing"
 
 // PrepareAdopt attaches while a daemon's capsules load, and publishes
 // nothing until Finish: a capsule whose load fails unregisters itself
 // (RemoveCapsule, which stops its processes), and that must not reach a
 // process being adopted. Abandon leaves the processes to the next daemon.
 func TestPrepareAdoptPublishesOnlyAtFinish(t *testing.T) {
-	dir, keys := durableDir(t, "regprepare-")
-	jpath := filepath.Join(dir, "journal.db")
-	kd := filepath.Join(dir, "k")
-	os.Mkdir(kd, 0o700)
-	kb, err := keeper.NewBackend(keeper.Config{Dir: kd, Name: "local"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	defer kb.Close(dctx, true)
-	daemon := func() (*env, *journal.Journal) {
-		jr, _, err := journal.Open(jpath, journal.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return newEnv(t, func(c *Config) {
-			c.Journal, c.Keys = jr, keys
-			c.Backends["local"] = kb
-		}), jr
-	}
+	daemon, dctx := keeperDaemons(t, "regprepare-")
 	ctx := as("cap", "alice")
 	e1, jr1 := daemon()
 	id := e1.spawn(ctx, "sleep 60", PersistOptions{})

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/capsule-host/capsule-host/registry/journal"
 	"github.com/capsule-host/capsule-host/sandbox"
+	"github.com/capsule-host/capsule-host/sandbox/keeper"
 	"github.com/capsule-host/capsule-host/sandbox/local"
 )
 
@@ -235,4 +237,32 @@ func durableDir(t testing.TB, prefix string) (string, *Keys) {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o700)
 	return dir, &Keys{Hash: [32]byte{1}, MAC: [32]byte{2}, Seal: [32]byte{3}}
+}
+
+// keeperDaemons is what a test's successive daemons share: a journal file
+// and one local keeper, closed (stopping what it holds) after every
+// daemon's own cleanup. daemon() makes the next daemon on them; ctx
+// bounds the test's daemon-side calls.
+func keeperDaemons(t *testing.T, prefix string) (daemon func() (*env, *journal.Journal), ctx context.Context) {
+	t.Helper()
+	dir, keys := durableDir(t, prefix)
+	jpath := filepath.Join(dir, "journal.db")
+	kd := filepath.Join(dir, "k")
+	os.Mkdir(kd, 0o700)
+	kb, err := keeper.NewBackend(keeper.Config{Dir: kd, Name: "local"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(func() { kb.Close(ctx, true); cancel() })
+	return func() (*env, *journal.Journal) {
+		jr, _, err := journal.Open(jpath, journal.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return newEnv(t, func(c *Config) {
+			c.Journal, c.Keys = jr, keys
+			c.Backends["local"] = kb
+		}), jr
+	}, ctx
 }

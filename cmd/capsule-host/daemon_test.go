@@ -325,8 +325,11 @@ func TestTCPListenerTokens(t *testing.T) {
 		t.Fatalf("wrong token: %v", err)
 	}
 	h, err := alice.Health(ctx)
-	if err != nil || h.Principal != "alice" {
-		t.Fatalf("health: %+v %v", h, err)
+	if err != nil || h.Principal != "alice" || h.Runtime != nil {
+		t.Fatalf("health over TCP: %+v %v; want alice's, without the operator's runtime figures", h, err)
+	}
+	if h, err := api.NewUnix(d.sock).Health(ctx); err != nil || h.Runtime == nil || h.Runtime.Goroutines <= 0 || h.Runtime.FDs <= 0 {
+		t.Fatalf("health on the socket: %+v %v; want the runtime figures", h, err)
 	}
 	// A request can never name a principal its token does not map to.
 	_, err = alice.Call(ctx, api.CallRequest{Capsule: "testcap", Tool: "echo", Principal: "bob"})

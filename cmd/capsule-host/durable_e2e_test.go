@@ -219,21 +219,34 @@ func readAllLogsOf(t testing.TB, c *api.Client, capsule, principal, id string) s
 // restartHow is one way the first daemon ends and the second begins.
 type restartHow struct {
 	name string
-	n    int // persistent counters
+	mix  map[string]int // persistent processes per backend
+	// unit runs both serves in a stand-in for a systemd service's cgroup
+	// (unitCgroup) and ends the first with the unit's stop; end is the
+	// fallback where the test cannot make one.
+	unit bool
 	// end ends the first daemon; it returns the binary of the second.
 	end func(t *testing.T, d *daemonProc) string
 }
 
 // TestDurableRestart is the issue's crash and graceful-keep tests on the
-// built binary: persistent counters (4 principals), then the first serve
-// ends (kill -9; SIGTERM with the default keep policy; SIGTERM and an
-// upgrade: the first serve is a rebuilt binary with another version
-// stamp, deleted after it ends, and the test's own build takes over), 5 s with no
-// daemon, and a new serve on the same state. Every process is re-adopted,
-// every stream is gapless from its first byte and kept counting, a cursor
-// from before continues exactly, stdin works, processes that exited
-// meanwhile report their real exit code, and another principal gets
-// no-such-process for every ID.
+// built binary. One daemon holds local, bwrap and OCI processes (a
+// fleet: counters printing every 50 ms, a cat per backend, and exiters),
+// over 4 principals; then the first serve ends (kill -9 with 100
+// processes: 80 local, 15 bwrap, 5 OCI; `systemctl stop` of a service
+// with the default KillMode=control-group, as root: serve runs in a
+// stand-in for the unit's cgroup and gets SIGTERM with the default keep
+// policy, while every other process in that cgroup gets SIGTERM and then
+// SIGKILL; SIGTERM and an upgrade: the first serve is a rebuilt binary
+// with another version stamp, deleted after it ends, and the test's own
+// build takes over), 5 s pass with no daemon, and a new serve starts on
+// the same state. Of every backend's processes: all are re-adopted
+// (counted), every stream is gapless from its first byte and kept
+// counting, a cursor from before continues exactly, stdin works, the
+// exiters (which exit while no daemon runs) report their exit code and
+// their exited events follow an event cursor from before, and another
+// principal gets no-such-process for every ID. The keepers sit outside
+// the daemon's cgroup. Without root, runc or busybox the OCI share runs
+// on local (logged).
 func TestDurableRestart(t *testing.T) {
 	skipSameBinary(t)
 	bin := builtBinary(t)
@@ -248,14 +261,15 @@ func TestDurableRestart(t *testing.T) {
 			t.Fatalf("serve exited with %v after SIGTERM", d.err)
 		}
 	}
+	small := map[string]int{"local": 8, "bwrap": 10, "oci": 2}
 	for _, how := range []restartHow{
-		{name: "kill-9", n: 100, end: func(t *testing.T, d *daemonProc) string {
+		{name: "kill-9", mix: map[string]int{"local": 80, "bwrap": 15, "oci": 5}, end: func(t *testing.T, d *daemonProc) string {
 			d.cmd.Process.Signal(syscall.SIGKILL)
 			<-d.exited
 			return bin
 		}},
-		{name: "sigterm-keep", n: 20, end: func(t *testing.T, d *daemonProc) string { sigterm(t, d); return bin }},
-		{name: "upgrade", n: 20, end: func(t *testing.T, d *daemonProc) string {
+		{name: "systemctl-stop", mix: small, unit: true, end: func(t *testing.T, d *daemonProc) string { sigterm(t, d); return bin }},
+		{name: "upgrade", mix: small, end: func(t *testing.T, d *daemonProc) string {
 			sigterm(t, d)
 			// The old release is gone, as after a package upgrade: the
 			// keeper it started runs a deleted executable.
@@ -276,116 +290,137 @@ func testRestart(t *testing.T, bin string, how restartHow) {
 		first = filepath.Join(dir, "capsule-host-old")
 		buildRelease(t, first, "v1.0.0-previous-release")
 	}
-	flag := filepath.Join(dir, "exit-now")
-	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte("[quotas]\nmax_concurrent = 64\nmax_retained = 64\nmax_entries = 512\n"), 0o600)
+	mix := fleetConfig(t, dir, how.mix)
 	mark := fmt.Sprintf("durable-%d", time.Now().UnixNano())
-	// A counter every 50 ms, as the issue asks. bash's read -t on a FIFO
-	// it holds open both ways (so no data ever comes) waits without a
-	// fork: 100 counters forking sleep 20 times a second would be 2,000
-	// execs a second, a load that tests the machine, not the keeper.
-	counter := fmt.Sprintf(`exec bash -c 'f=.tick-$$; mkfifo $f && exec 9<>$f && rm $f; i=0; while true; do i=$((i+1)); echo "%s $i"; read -t 0.05 -u 9; done'`, mark)
-	// The exiters look for the flag in their own workspace (their cwd): a
-	// sandbox sees nothing else of the host's file system.
-	exiter := fmt.Sprintf(`i=0; while [ ! -e exit-now ]; do i=$((i+1)); echo "%s $i"; sleep 0.2; done; exit 7`, mark)
-	d1 := startServe(t, first, dir)
+	var unit *unitCgroup
+	if how.unit {
+		unit = newUnitCgroup(t)
+	}
+	inUnit := func(bin string) string {
+		if unit == nil {
+			return bin
+		}
+		return unit.wrap(t, dir, bin)
+	}
+	d1 := startServe(t, inUnit(first), dir)
 	c := api.NewUnix(filepath.Join(dir, "d.sock"))
 	awaitServing(t, c, d1)
 	t.Cleanup(func() { stopMarked(t, mark) })
+	ps := spawnFleet(t, c, mix, mark)
+	cursors := fleetCursors(t, c, ps, mark)
+	events := eventCursors(t, c, ps)
 
-	type victim struct {
-		principal, id string
-		exits         bool
+	second := bin
+	if unit != nil {
+		unit.stop(t, d1)
+	} else {
+		second = how.end(t, d1)
 	}
-	var vs []victim
-	for i := 0; i < how.n; i++ {
-		v := victim{principal: fmt.Sprintf("p%d", i%4), exits: i%20 == 0}
-		cmd := counter
-		if v.exits {
-			cmd = exiter
-		}
-		m, code := shellCall(t, c, v.principal, "spawn_background_process", map[string]any{"command": cmd})
-		if code != "" {
-			t.Fatalf("spawn %d: %s", i, code)
-		}
-		v.id, _ = m["id"].(string)
-		vs = append(vs, v)
-	}
-	m, code := shellCall(t, c, "p0", "spawn_background_process", map[string]any{"command": "cat", "keep_stdin_open": true})
-	if code != "" {
-		t.Fatalf("spawn cat: %s", code)
-	}
-	catID, _ := m["id"].(string)
-	// A cursor issued before the restart, after at least 3 lines.
-	var before, cursor string
-	for end := time.Now().Add(30 * time.Second); ; {
-		m, _ = shellCall(t, c, vs[1].principal, "read_process_logs", map[string]any{"id": vs[1].id, "stream": "stdout"})
-		before, _ = m["stdout"].(string)
-		cursor, _ = m["cursor"].(string)
-		if strings.Count(before, "\n") >= 3 || time.Now().After(end) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	lastBefore := counterLines(t, "before the restart", mark, before, 1)
+	raiseFlag(t, dir, "exit-now") // the exiters end while no daemon runs
+	time.Sleep(5 * time.Second)   // the issue's downtime: the counters must keep counting
 
-	second := how.end(t, d1)
-	raiseFlag(t, dir, flag)     // the exiters end while no daemon runs
-	time.Sleep(5 * time.Second) // the issue's downtime: the counters must keep counting
-
-	d2 := startServe(t, second, dir, "--on-shutdown", "stop")
+	d2 := startServe(t, inUnit(second), dir, "--on-shutdown", "stop")
 	took := awaitServing(t, c, d2)
 	t.Logf("restart: exec of serve to first answered call %v", took)
-	if b, err := os.ReadFile(filepath.Join(dir, "daemon.log")); err == nil {
-		for _, ln := range strings.Split(string(b), "\n") {
-			if strings.Contains(ln, "journal adopted") {
-				t.Log(ln)
-			}
-		}
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "daemon.log"))
-			t.Logf("daemon log:\n%s", b)
+			t.Logf("daemon log:\n%s", readDaemonLog(t, dir))
 		}
 	})
-
-	// The cursor continues exactly where it stopped.
-	m, code = shellCall(t, c, vs[1].principal, "read_process_logs", map[string]any{"id": vs[1].id, "stream": "stdout", "cursor": cursor})
-	if code != "" {
-		t.Fatalf("read from the pre-restart cursor: %s", code)
-	}
-	after, _ := m["stdout"].(string)
-	counterLines(t, "from the pre-restart cursor", mark, after, lastBefore+1)
-
-	for i, v := range vs {
-		text := readAllLogs(t, c, v.principal, v.id)
-		last := counterLines(t, fmt.Sprintf("process %d", i), mark, text, 1)
-		if !v.exits && last < 60 { // 5 s of downtime alone is 100 ticks of 50 ms
-			t.Errorf("process %d counted to %d: it did not keep running through the downtime", i, last)
+	checkAdoptedAll(t, c, dir, ps)
+	checkKeepersOwnCgroups(t, dir, d2)
+	for _, fc := range cursors { // each continues exactly where it stopped
+		m, code := capsuleCall(t, c, fc.p.capsule, fc.p.principal, "read_process_logs", map[string]any{"id": fc.p.id, "stream": "stdout", "cursor": fc.cursor})
+		if code != "" {
+			t.Fatalf("%v: read from the pre-restart cursor: %s", fc.p, code)
 		}
-		other := fmt.Sprintf("p%d", (i+1)%4)
-		if _, code := shellCall(t, c, other, "read_process_logs", map[string]any{"id": v.id}); code != "no-such-process" {
-			t.Errorf("%s reading %s's process %d: %q, want no-such-process", other, v.principal, i, code)
-		}
+		after, _ := m["stdout"].(string)
+		counterLines(t, fmt.Sprintf("%v from the pre-restart cursor", fc.p), mark, after, fc.last+1)
 	}
-	for i, v := range vs {
-		if v.exits {
-			if st := processExit(t, c, v.principal, v.id); st != "7" {
-				t.Errorf("process %d exited during the downtime: exit %q, want code 7", i, st)
-			}
-		}
-	}
-	if _, code := shellCall(t, c, "p0", "write_process_stdin", map[string]any{"id": catID, "data": "after the restart\n"}); code != "" {
-		t.Fatalf("write stdin after the restart: %s", code)
-	}
-	for end := time.Now().Add(20 * time.Second); !strings.Contains(readAllLogs(t, c, "p0", catID), "after the restart"); {
-		if time.Now().After(end) {
-			t.Fatal("the pre-restart cat did not echo what was written after the restart")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	checkFleetStreams(t, c, ps, mark)
+	checkExitedEvents(t, c, ps, events)
+	checkFleetStdin(t, c, ps)
 	endServe(t, d2)
 	waitNoMarked(t, mark, 30*time.Second)
+}
+
+// checkFleetStreams: every stream is gapless from its first byte, a
+// counter kept counting while no daemon ran, an exiter reports its exit
+// code to its owner, and another principal gets no-such-process.
+func checkFleetStreams(t *testing.T, c *api.Client, ps []*fleetProc, mark string) {
+	t.Helper()
+	for i, p := range ps {
+		what := fmt.Sprintf("process %d, %v", i, p)
+		switch p.role {
+		case "counter":
+			last := counterLines(t, what, mark, readAllLogsOf(t, c, p.capsule, p.principal, p.id), 1)
+			if last < 60 { // 5 s of downtime alone is 100 ticks of 50 ms
+				t.Errorf("%s counted to %d: it did not keep running through the downtime", what, last)
+			}
+		case "exiter":
+			counterLines(t, what, mark, readAllOperator(t, c, p.id), 1)
+			m, code := capsuleCall(t, c, p.capsule, p.principal, "status", map[string]any{"id": p.id})
+			st, _ := m["ok"].(map[string]any)
+			ex, _ := st["exit"].(map[string]any)
+			if code != "" || st["phase"] != "exited" || ex["exit_code"] != float64(7) || st["exit_reason"] != "self-exit" {
+				t.Errorf("%s exited while no daemon ran: %q %v, want exit code 7, self-exit", what, code, m)
+			}
+		}
+		other := fmt.Sprintf("p%d", (i+1)%4)
+		tool := "read_process_logs"
+		if p.role == "exiter" {
+			tool = "status"
+		}
+		if _, code := capsuleCall(t, c, p.capsule, other, tool, map[string]any{"id": p.id}); code != api.CodeNoSuchProcess {
+			t.Errorf("%s reading %s: %q, want no-such-process", other, what, code)
+		}
+	}
+}
+
+// checkFleetStdin writes to each backend's cat, kept from before the
+// restart, and reads the echo.
+func checkFleetStdin(t *testing.T, c *api.Client, ps []*fleetProc) {
+	t.Helper()
+	for _, p := range ps {
+		if p.role != "cat" {
+			continue
+		}
+		if _, code := capsuleCall(t, c, p.capsule, p.principal, "write_process_stdin", map[string]any{"id": p.id, "data": "after the restart\n"}); code != "" {
+			t.Fatalf("%v: write stdin after the restart: %s", p, code)
+		}
+		for end := time.Now().Add(20 * time.Second); !strings.Contains(readAllLogsOf(t, c, p.capsule, p.principal, p.id), "after the restart"); {
+			if time.Now().After(end) {
+				t.Fatalf("%v: the pre-restart cat did not echo what was written after the restart", p)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// readAllOperator reads a process's stdout from the start to its current
+// end through the operator's API.
+func readAllOperator(t testing.TB, c *api.Client, id string) string {
+	t.Helper()
+	var sb strings.Builder
+	cursor := ""
+	for range 1000 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ch, err := c.Logs(ctx, id, api.LogQuery{Cursor: cursor, Max: 1 << 20})
+		cancel()
+		if err != nil {
+			t.Fatalf("logs of %s: %v", id, err)
+		}
+		if ch.BytesDropped != 0 {
+			t.Fatalf("logs of %s: %d bytes dropped", id, ch.BytesDropped)
+		}
+		sb.Write(ch.Data)
+		cursor = ch.Next
+		if ch.EOF || len(ch.Data) < 1<<20-4 {
+			return sb.String()
+		}
+	}
+	t.Fatalf("logs of %s: no end after 1000 reads", id)
+	return ""
 }
 
 // endServe stops a serve started with --on-shutdown stop.

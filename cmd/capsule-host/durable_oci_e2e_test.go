@@ -3,146 +3,83 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/sandbox/oci/rootfs"
 )
 
-// TestDurableRestartOCI is the crash test's OCI share, mixed with bwrap
-// in one daemon, on the built binary with real runc: persistent counters
-// in containers (the shell capsule's module under a manifest asking for
-// backend "oci" and a busybox profile) and in bwrap sandboxes (the
-// bundled shell capsule) survive one kill -9 of serve, through the
-// containers' monitors and the keeper; a new serve re-adopts both kinds,
-// every stream is gapless from its first byte and kept counting while no
-// daemon ran, a cursor from before continues exactly, and another
-// principal gets no-such-process.
-func TestDurableRestartOCI(t *testing.T) {
-	bin, dir := ociDaemonDir(t, true)
-	mark := fmt.Sprintf("durable-oci-%d", time.Now().UnixNano())
-	t.Cleanup(func() { stopMarked(t, mark) })
-	d1 := startServe(t, bin, dir, "--on-shutdown", "keep")
-	c := api.NewUnix(filepath.Join(dir, "d.sock"))
-	awaitServing(t, c, d1)
-	counter := fmt.Sprintf(`i=0; while true; do i=$((i+1)); echo "%s $i"; sleep 0.1; done`, mark)
-	type victim struct{ capsule, id, cursor string }
-	var vs []victim
-	for _, capsule := range []string{"shelloci", "shelloci", "shelloci", "shell", "shell", "shell"} {
-		m, code := capsuleCall(t, c, capsule, "alice", "spawn_background_process", map[string]any{"command": counter})
-		if code != "" {
-			t.Fatalf("spawn through %s: %s", capsule, code)
-		}
-		id, _ := m["id"].(string)
-		vs = append(vs, victim{capsule: capsule, id: id})
-	}
-	before := make([]int, len(vs))
-	for i, v := range vs {
-		for deadline := time.Now().Add(30 * time.Second); before[i] < 3; {
-			m, code := capsuleCall(t, c, v.capsule, "alice", "read_process_logs", map[string]any{"id": v.id, "stream": "stdout"})
-			if code != "" {
-				t.Fatalf("%s: read before the crash: %s", v.capsule, code)
-			}
-			s, _ := m["stdout"].(string)
-			before[i] = counterLines(t, "before the crash", mark, s, 1)
-			vs[i].cursor, _ = m["cursor"].(string)
-			if time.Now().After(deadline) {
-				t.Fatalf("%s %s printed %d lines in 30 s", v.capsule, v.id, before[i])
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	d1.cmd.Process.Signal(syscall.SIGKILL)
-	<-d1.exited
-	time.Sleep(2 * time.Second) // the counters run on with no daemon
-	d2 := startServe(t, bin, dir, "--on-shutdown", "stop")
-	awaitServing(t, c, d2)
-	for i, v := range vs {
-		m, code := capsuleCall(t, c, v.capsule, "alice", "read_process_logs", map[string]any{"id": v.id, "stream": "stdout", "cursor": v.cursor})
-		if code != "" {
-			b, _ := json.Marshal(map[string]any{"id": v.id, "stream": "stdout", "cursor": v.cursor})
-			_, err := c.Call(context.Background(), api.CallRequest{Capsule: v.capsule, Tool: "read_process_logs", Input: b, Principal: "alice"})
-			t.Fatalf("%s: read %s with its cursor from before the crash: %s: %v (log:\n%s)", v.capsule, v.id, code, err, readDaemonLog(t, dir))
-		}
-		s, _ := m["stdout"].(string)
-		// 2 s at 10 lines/s with no daemon (fewer on a loaded machine, but
-		// the restart itself takes longer than one line).
-		if last := counterLines(t, "after the crash, from the old cursor", mark, s, before[i]+1); last <= before[i] {
-			t.Fatalf("%s %s: no line after the cursor: it did not print while no daemon ran", v.capsule, v.id)
-		}
-		if _, code := capsuleCall(t, c, v.capsule, "mallory", "read_process_logs", map[string]any{"id": v.id}); code != "no-such-process" {
-			t.Fatalf("another principal reading %s: %q, want no-such-process", v.id, code)
-		}
-		full := readAllLogsOf(t, c, v.capsule, "alice", v.id)
-		counterLines(t, "the whole stream", mark, full, 1)
-	}
-}
+// The OCI share of the durability tests: TestDurableRestart's processes
+// include containers (real runc, a busybox profile) beside local and bwrap
+// ones in one daemon; TestTerminalRestart has an OCI case.
 
-// ociShellCapsule copies the bundled shell capsule's module under a
-// manifest asking for the OCI backend and the busybox profile.
-func ociShellCapsule(t testing.TB, dir string) string {
+var backendLine = regexp.MustCompile(`(?m)^backend = "[^"]*"$`)
+
+// capsuleVariant copies the module of capsules/<src> into dir/<name>
+// under a manifest naming it name and asking for backend (with the
+// busybox profile for "oci"): one module serving several backends in one
+// daemon.
+func capsuleVariant(t testing.TB, dir, src, name, backend string) string {
 	t.Helper()
-	src, err := os.ReadFile("../../capsules/shell/Capsule.toml")
+	b, err := os.ReadFile(filepath.Join("../../capsules", src, "Capsule.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := strings.Replace(string(src), `name = "shell"`, `name = "shelloci"`, 1)
-	m = strings.Replace(m, `backend = "bwrap"`, "backend = \"oci\"\nprofile = \"busybox\"", 1)
-	caps := filepath.Join(dir, "shelloci")
+	line := fmt.Sprintf("backend = %q", backend)
+	if backend == "oci" {
+		line += "\nprofile = \"busybox\""
+	}
+	m := strings.Replace(string(b), fmt.Sprintf("name = %q", src), fmt.Sprintf("name = %q", name), 1)
+	m = backendLine.ReplaceAllLiteralString(m, line)
+	if !strings.Contains(m, fmt.Sprintf("name = %q", name)) || !strings.Contains(m, line) {
+		t.Fatalf("capsules/%s/Capsule.toml: no name or backend line to rewrite", src)
+	}
+	caps := filepath.Join(dir, name)
 	os.MkdirAll(caps, 0o755)
-	os.WriteFile(filepath.Join(caps, "Capsule.toml"), []byte(m), 0o644)
-	copyFile(t, "../../capsules/shell/shell.wasm", filepath.Join(caps, "shell.wasm"))
+	if err := os.WriteFile(filepath.Join(caps, "Capsule.toml"), []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wasm := src + ".wasm"
+	copyFile(t, filepath.Join("../../capsules", src, wasm), filepath.Join(caps, wasm))
 	return caps
 }
 
-// ociDaemonDir builds the binary and a daemon directory whose config
-// enables the OCI backend with a busybox profile in a user namespace and
-// a freshly built capsule-oci-init, serving the shell capsule's module as
-// "shelloci"; withBwrap also enables bwrap and serves the bundled shell
-// capsule on it. It skips loudly without root, runc or busybox.
-func ociDaemonDir(t *testing.T, withBwrap bool) (bin, dir string) {
-	t.Helper()
-	skipSameBinary(t)
+// ociShellCapsule is the shell capsule's module as "shelloci" on OCI.
+func ociShellCapsule(t testing.TB, dir string) string {
+	return capsuleVariant(t, dir, "shell", "shelloci", "oci")
+}
+
+// ociMissing says what keeps the OCI backend from running here (root,
+// runc, the busybox rootfs), "" when nothing does; root is the rootfs.
+func ociMissing() (root, why string) {
 	if os.Geteuid() != 0 {
-		t.Skip("SKIP LOUDLY: OCI containers need root (CI runs as root)")
+		return "", "OCI containers need root (CI runs as root)"
 	}
 	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("SKIP LOUDLY: runc not installed (apt-get install runc)")
+		return "", "runc not installed (apt-get install runc)"
 	}
 	root, err := rootfs.Cached(rootfs.DefaultBusybox, filepath.Join(os.TempDir(), "capsule-test-cache"))
 	if err != nil {
-		t.Skipf("SKIP LOUDLY: busybox rootfs: %v (apt-get install busybox-static)", err)
+		return "", fmt.Sprintf("busybox rootfs: %v (apt-get install busybox-static)", err)
 	}
-	bin = builtBinary(t)
-	dir = t.TempDir()
+	return root, ""
+}
+
+// ociConfig is the config's OCI part: the backend with a freshly built
+// capsule-oci-init in dir, and a busybox profile in a user namespace.
+func ociConfig(t testing.TB, dir, root string) string {
+	t.Helper()
 	os.Chmod(dir, 0o755) // the container's user-namespaced root reaches its workspace
 	initPath := filepath.Join(dir, "capsule-oci-init")
 	if out, err := exec.Command("gcc", "-static", "-Os", "-o", initPath, "../../sandbox/oci/init/capsule-oci-init.c").CombinedOutput(); err != nil {
 		t.Fatalf("build capsule-oci-init: %v\n%s", err, out)
 	}
-	caps := ociShellCapsule(t, dir)
-	capsules, enabled := fmt.Sprintf("%q", caps), `"oci"`
-	if withBwrap {
-		shell, err := filepath.Abs("../../capsules/shell")
-		if err != nil {
-			t.Fatal(err)
-		}
-		capsules, enabled = fmt.Sprintf("%q, %q", caps, shell), `"oci", "bwrap"`
-	}
-	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf(`bundled = false
-capsules = [%s]
-[backends]
-enabled = [%s]
-[backends.oci]
+	return fmt.Sprintf(`[backends.oci]
 init = %q
 [profiles.busybox]
 rootfs = %q
@@ -153,6 +90,32 @@ size = 65536
 [profiles.busybox.limits]
 memory_bytes = 268435456
 pids = 256
-`, capsules, enabled, initPath, root)), 0o600)
+`, initPath, root)
+}
+
+// ociDaemonDir builds the binary and a daemon directory whose config
+// enables the OCI backend (ociConfig), serving the shell capsule's module
+// as "shelloci"; withBwrap also enables bwrap and serves the bundled shell
+// capsule on it. It skips loudly without root, runc or busybox.
+func ociDaemonDir(t *testing.T, withBwrap bool) (bin, dir string) {
+	t.Helper()
+	skipSameBinary(t)
+	root, why := ociMissing()
+	if why != "" {
+		t.Skip("SKIP LOUDLY: " + why)
+	}
+	bin = builtBinary(t)
+	dir = t.TempDir()
+	caps := ociShellCapsule(t, dir)
+	capsules, enabled := fmt.Sprintf("%q", caps), `"oci"`
+	if withBwrap {
+		shell, err := filepath.Abs("../../capsules/shell")
+		if err != nil {
+			t.Fatal(err)
+		}
+		capsules, enabled = fmt.Sprintf("%q, %q", caps, shell), `"oci", "bwrap"`
+	}
+	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), []byte(fmt.Sprintf("bundled = false\ncapsules = [%s]\n[backends]\nenabled = [%s]\n%s",
+		capsules, enabled, ociConfig(t, dir, root))), 0o600)
 	return bin, dir
 }

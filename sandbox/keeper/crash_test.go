@@ -190,11 +190,13 @@ func testKeeperKilled(t *testing.T, noCgroups bool, victims func(marker string) 
 }
 
 // checkLingering: a silent process outlives its keeper's SIGKILL, unless
-// its cgroups were swept. Any capsule-host process that starts a local
-// backend kills and removes the cgroups of dead hosts (sweepStale), a
-// dead keeper's among them, and under go test another package's binary
-// may do so at any moment: that is the product's rule (a dead keeper's
-// trees do not outlive it for long), not a failure. What must not happen
+// its cgroups were swept. A capsule-host process that starts a local
+// backend kills and removes the cgroups of dead hosts under its own
+// (sweepStale): the next keeper of the directory (the keeper's own cgroup
+// is per directory) for the v2 leaves, and for v1 limit leaves, under
+// the starter's cgroup, any process there, under go test another
+// package's binary at any moment: that is the product's rule (a dead
+// keeper's trees do not outlive it for long), not a failure. What must not happen
 // is the process dying with the keeper while its cgroups stay: that would
 // be the keeper's death reaching it. If the sweep comes after this check
 // and before the next keeper's kill, the next keeper finds the root dead

@@ -198,6 +198,9 @@ func roleMain(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	cfg.Ready = func() { report(nil) }
+	if !cfg.NoCgroups {
+		defer ownCgroup(cfg)() // before Serve builds the backend
+	}
 	if err := Serve(ctx, cfg); err != nil {
 		report(err)
 		fmt.Fprintf(os.Stderr, "keeper[%d]: %v\n", os.Getpid(), err)

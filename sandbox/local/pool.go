@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -134,38 +133,18 @@ func sweepStale(s *cgroups.System) {
 	}
 }
 
-// staleHostCached is staleHost memoized by the name's "h<pid>-<start>"
+// staleHostCached is cgroups.HostGone memoized by the name's "h<pid>-<start>"
 // prefix (one sweep: a host does not come back within it).
 func staleHostCached(memo map[string]bool, name string) bool {
 	f := strings.SplitN(name, "-", 3)
 	if len(f) != 3 {
-		return staleHost(name)
+		return cgroups.HostGone(name)
 	}
 	tag := f[0] + "-" + f[1]
 	v, ok := memo[tag]
 	if !ok {
-		v = staleHost(name)
+		v = cgroups.HostGone(name)
 		memo[tag] = v
 	}
 	return v
-}
-
-// staleHost reports whether name is "h<pid>-<start>-..." of a host
-// process that no longer exists.
-func staleHost(name string) bool {
-	rest, ok := strings.CutPrefix(name, "h")
-	if !ok {
-		return false
-	}
-	f := strings.SplitN(rest, "-", 3)
-	if len(f) != 3 {
-		return false
-	}
-	pid, err1 := strconv.Atoi(f[0])
-	start, err2 := strconv.ParseUint(f[1], 10, 64)
-	if err1 != nil || err2 != nil || pid <= 0 || pid == os.Getpid() {
-		return false
-	}
-	st, err := procfs.ReadStat(pid)
-	return err != nil || st.Start != start
 }

@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -160,6 +162,10 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		st = "shutting-down"
 	}
 	ready, _, _, states := s.rt.Progress.Snapshot()
+	var figs *api.RuntimeFigures
+	if !whoFrom(r).tcp {
+		figs = runtimeFigures()
+	}
 	writeJSON(w, http.StatusOK, api.Health{
 		Status:         st,
 		Ready:          ready,
@@ -172,7 +178,17 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		UptimeMS:       time.Since(s.rt.Started).Milliseconds(),
 		Principal:      whoFrom(r).principal,
 		Cluster:        s.rt.cluster.health(r.Context()),
+		Runtime:        figs,
 	})
+}
+
+// runtimeFigures are the operator's health figures of this process.
+func runtimeFigures() *api.RuntimeFigures {
+	f := &api.RuntimeFigures{Goroutines: runtime.NumGoroutine(), FDs: -1}
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		f.FDs = len(ents) - 1 // less the directory's own descriptor
+	}
+	return f
 }
 
 // contracts is the contract packages this binary serves.

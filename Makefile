@@ -178,7 +178,7 @@ fuzz:
 # default 10,100,1000,5000), EMU_MIB (MiB through the VT emulator per
 # size, default 100: issue 15's 100 MB). BENCH_WASMTIME_PKGS= skips the cgo leg.
 # A figure is only as good as the machine was quiet: the header says the load.
-BENCH_ANCHORS       := ClientVsTmux|KeystrokeCLIVsTmux|InterruptLatency|Snapshot|EmulatorThroughput|SpawnPath|SpawnWait|ListProcesses|Shutdown|Readopt|WarmColdRatio|ImportPair|KeyOf|StartToExitRatio|Capture1GiB|WarmCallPair|Scale
+BENCH_ANCHORS       := ClientVsTmux|KeystrokeCLIVsTmux|InterruptLatency|Snapshot|EmulatorThroughput|SpawnPath|SpawnWait|ListProcesses|Shutdown|Readopt|WarmColdRatio|ImportPair|KeyOf|StartToExitRatio|Capture1GiB|WarmCallPair|Scale|MCPToolCall|MCPNotifyLatency
 BENCHTIME           ?= 2s
 BENCH_CLUSTER       := ClusterRead|SpawnEtcdVsLocal|Lookup|ReserveRelease
 BENCH               ?= $(BENCH_ANCHORS)|$(BENCH_CLUSTER)

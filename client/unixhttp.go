@@ -86,6 +86,16 @@ func dialUnix(path string) (*os.File, error) {
 // readHead reads the status line and the headers (skipping any 1xx
 // answer) and returns the status and how the body is framed.
 func readHead(br *bufio.Reader) (int, func(*bufio.Reader) io.Reader, error) {
+	return readHeadAt(br, false)
+}
+
+// readHeadUpgrade is readHead for a request that asked to switch
+// protocols: a 101 answer is returned, not skipped.
+func readHeadUpgrade(br *bufio.Reader) (int, func(*bufio.Reader) io.Reader, error) {
+	return readHeadAt(br, true)
+}
+
+func readHeadAt(br *bufio.Reader, upgrade bool) (int, func(*bufio.Reader) io.Reader, error) {
 	for {
 		line, err := readLine(br)
 		if err != nil {
@@ -117,7 +127,7 @@ func readHead(br *bufio.Reader) (int, func(*bufio.Reader) io.Reader, error) {
 				chunked = strings.EqualFold(v, "chunked")
 			}
 		}
-		if status >= 200 {
+		if status >= 200 || upgrade && status == 101 {
 			return status, framing(chunked, length, status), nil
 		}
 	}

@@ -14,6 +14,7 @@ func init() {
 	testtools.RegisterV11(testtools.Process11())
 	registerV10()
 	testtools.RegisterBench()
+	registerFaults()
 }
 
 // main is empty: a reactor's tools are registered in init (_initialize).

@@ -25,6 +25,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/mcp"
 	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/internal/testutil"
@@ -57,6 +58,18 @@ func (d *testDaemon) mcpSession(t testing.TB, principal string) *mcpStdio {
 	t.Helper()
 	stderr := &testutil.SyncBuffer{}
 	cmd := reexec.Command(cliRole, "mcp", "--socket", d.sock, "--principal", principal)
+	cmd.Stderr = stderr
+	return dialMCP(t, &sdk.CommandTransport{Command: cmd}, stderr)
+}
+
+// mcpSessionTCP is mcpSession over --tcp with a token: descriptors
+// cannot cross TCP, so `capsule-host mcp` relays (serves the session
+// itself and calls the API).
+func (d *testDaemon) mcpSessionTCP(t testing.TB, token string) *mcpStdio {
+	t.Helper()
+	stderr := &testutil.SyncBuffer{}
+	cmd := reexec.Command(cliRole, "mcp", "--tcp", d.tcp)
+	cmd.Env = append(os.Environ(), "CAPSULE_HOST_TOKEN="+token)
 	cmd.Stderr = stderr
 	return dialMCP(t, &sdk.CommandTransport{Command: cmd}, stderr)
 }
@@ -215,7 +228,9 @@ func TestMCPStdioAgainstDaemon(t *testing.T) {
 }
 
 // Without a principal, or without a daemon, `capsule-host mcp` refuses at
-// once with the fix, before speaking any protocol.
+// once with the fix, before speaking any protocol. The principal comes
+// from --principal, $CAPSULE_HOST_PRINCIPAL or the config's [mcp]
+// principal, in that order, and never is an owner-fallback.
 func TestMCPCommandRefusals(t *testing.T) {
 	nosock := filepath.Join(t.TempDir(), "none.sock")
 	t.Setenv("CAPSULE_HOST_PRINCIPAL", "")
@@ -228,12 +243,55 @@ func TestMCPCommandRefusals(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errOut, "--principal") || !strings.Contains(errOut, "owner-fallback") || out != "" {
 		t.Fatalf("no principal: exit %d, stderr %q, stdout %q", code, errOut, out)
 	}
-	// $CAPSULE_HOST_PRINCIPAL is the fallback; stdin at EOF ends the
-	// session cleanly.
+	// The config's [mcp] principal is the last resort; an owner-fallback
+	// principal there is a config error, refused before anything runs.
+	cfgFile := func(principal string) string {
+		p := filepath.Join(t.TempDir(), "capsule-host.toml")
+		if err := os.WriteFile(p, []byte("[mcp]\nprincipal = \""+principal+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, errOut, code := runCLI(t, "", "mcp", "--socket", d.sock, "--config", cfgFile("alice")); code != exitOK {
+		t.Fatalf("principal from the config, empty stdin: exit %d, stderr %q", code, errOut)
+	}
+	if out, errOut, code := runCLI(t, "", "mcp", "--socket", d.sock, "--config", cfgFile("owner:testcap")); code == exitOK || out != "" ||
+		!strings.Contains(errOut, "mcp.principal") || !strings.Contains(errOut, "owner-fallback") {
+		t.Fatalf("an owner-fallback principal in the config: exit %d, stderr %q, stdout %q", code, errOut, out)
+	}
+	// $CAPSULE_HOST_PRINCIPAL comes before the config; stdin at EOF ends
+	// the session cleanly.
 	t.Setenv("CAPSULE_HOST_PRINCIPAL", "alice")
-	_, errOut, code = runCLI(t, "", "mcp", "--socket", d.sock)
+	_, errOut, code = runCLI(t, "", "mcp", "--socket", d.sock, "--config", cfgFile("bob"))
 	if code != exitOK {
 		t.Fatalf("principal from the environment, empty stdin: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// The session's principal: --principal, else $CAPSULE_HOST_PRINCIPAL,
+// else the config's [mcp] principal; over TCP the token's, and a
+// different name from any of them is refused; none at all is refused.
+func TestMCPPrincipalOrder(t *testing.T) {
+	for _, c := range []struct {
+		flag, env, cfg, token, want string
+		fails                       bool
+	}{
+		{flag: "f", env: "e", cfg: "c", want: "f"},
+		{env: "e", cfg: "c", want: "e"},
+		{cfg: "c", want: "c"},
+		{fails: true},
+		{token: "t", want: "t"},
+		{cfg: "t", token: "t", want: "t"},
+		{cfg: "c", token: "t", fails: true},
+		{flag: "f", token: "t", fails: true},
+	} {
+		t.Setenv("CAPSULE_HOST_PRINCIPAL", c.env)
+		cfg := config.Default()
+		cfg.MCP.Principal = c.cfg
+		got, err := mcpPrincipal(&opts{principal: c.flag}, api.Health{Principal: c.token}, cfg)
+		if c.fails != (err != nil) || got != c.want {
+			t.Errorf("%+v: %q, %v", c, got, err)
+		}
 	}
 }
 
@@ -326,9 +384,9 @@ func httpSession(t testing.TB, d *testDaemon, tok string) *mcpStdio {
 
 // A capsule reload (here the runtime's Reload, which `reload`, SIGHUP and
 // serve --watch all call) reaches every MCP client without its asking:
-// over streamable HTTP the daemon re-syncs its sessions; over stdio the
-// `capsule-host mcp` process hears it on its own session with the daemon's
-// endpoint and re-syncs. Either way the client gets
+// over streamable HTTP and handed-off stdio the daemon re-syncs its
+// sessions; a relaying `capsule-host mcp` (over --tcp) hears it on its own
+// session with the daemon's endpoint and re-syncs. Either way the client gets
 // notifications/tools/list_changed, and a call to the new version works.
 func TestMCPReloadListChanged(t *testing.T) {
 	for _, tc := range []struct {
@@ -337,6 +395,7 @@ func TestMCPReloadListChanged(t *testing.T) {
 	}{
 		{"stdio", func(t *testing.T, d *testDaemon) *mcpStdio { return d.mcpSession(t, "alice") }},
 		{"streamable HTTP", func(t *testing.T, d *testDaemon) *mcpStdio { return httpSession(t, d, tokAlice) }},
+		{"stdio relayed over tcp", func(t *testing.T, d *testDaemon) *mcpStdio { return d.mcpSessionTCP(t, tokAlice) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) { reloadListChanged(t, tc.dial) })
 	}
@@ -344,15 +403,7 @@ func TestMCPReloadListChanged(t *testing.T) {
 
 func reloadListChanged(t *testing.T, dial func(t *testing.T, d *testDaemon) *mcpStdio) {
 	dir := t.TempDir()
-	for _, f := range []string{"Capsule.toml", "testcap.wasm"} {
-		b, err := os.ReadFile(filepath.Join(testcapDir(t), f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.CopyFiles(t, testcapDir(t), dir, "Capsule.toml", "testcap.wasm")
 	hash := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 	d := startDaemon(t, func(c *config.Config) {
 		c.Capsules = []string{dir}
@@ -479,75 +530,117 @@ func TestMCPNodeClientHTTP(t *testing.T) {
 	runNode(t, dir, "MCP_TRANSPORT=http", "MCP_URL=http://"+d.tcp+"/mcp", "MCP_ALICE_TOKEN="+tokAlice, "MCP_BOB_TOKEN="+tokBob)
 }
 
-// Raw JSON-RPC on the stdio server: a malformed line and an unknown
-// method get JSON-RPC errors, and the session goes on.
-func TestMCPStdioBadJSONRPC(t *testing.T) {
-	d := startDaemon(t, nil)
-	cmd := reexec.Command(cliRole, "mcp", "--socket", d.sock, "--principal", "alice")
-	stderr := &testutil.SyncBuffer{}
-	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
+// rawMCP is `capsule-host mcp` as a subprocess with pipes, for raw
+// JSON-RPC: lines carries its stdout's lines (closed at their end). The
+// test's end kills it if it still runs.
+type rawMCP struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string
+	exited chan error
+	stderr *testutil.SyncBuffer
+	waited bool
+	err    error
+}
+
+func startRawMCP(t *testing.T, d *testDaemon) *rawMCP {
+	t.Helper()
+	r := &rawMCP{lines: make(chan string, 16), exited: make(chan error, 1), stderr: &testutil.SyncBuffer{}}
+	r.cmd = reexec.Command(cliRole, "mcp", "--socket", d.sock, "--principal", "alice")
+	r.cmd.Stderr = r.stderr
+	var err error
+	if r.stdin, err = r.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := r.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
+	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		stdin.Close()
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("capsule-host mcp exited with %v\n%s", err, stderr)
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-			t.Error("capsule-host mcp did not exit within 20s of stdin closing")
-		}
-	})
-	lines := make(chan string, 16)
+	go func() { r.exited <- r.cmd.Wait() }()
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			lines <- sc.Text()
+			r.lines <- sc.Text()
 		}
-		close(lines)
+		close(r.lines)
 	}()
-	send := func(s string) {
-		if _, err := io.WriteString(stdin, s+"\n"); err != nil {
-			t.Fatal(err)
+	t.Cleanup(func() {
+		if ok, _ := r.wait(0); !ok {
+			r.cmd.Process.Kill()
+			r.wait(time.Minute)
+		}
+	})
+	return r
+}
+
+// wait waits up to d for the exit: whether it came, and its error.
+func (r *rawMCP) wait(d time.Duration) (bool, error) {
+	if !r.waited {
+		select {
+		case r.err = <-r.exited:
+			r.waited = true
+		case <-time.After(d):
 		}
 	}
-	// answer returns the next message with the given id.
-	answer := func(id string) map[string]any {
-		t.Helper()
-		deadline := time.After(20 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("stdout closed waiting for id %s\n%s", id, stderr)
-				}
-				var m map[string]any
-				if json.Unmarshal([]byte(l), &m) != nil {
-					t.Fatalf("not JSON on stdout: %q", l)
-				}
-				if fmt.Sprint(m["id"]) == id {
-					return m
-				}
-			case <-deadline:
-				t.Fatalf("no answer with id %s within 20s\n%s", id, stderr)
+	return r.waited, r.err
+}
+
+// closeAndWait closes stdin (the client leaves) and waits up to d.
+func (r *rawMCP) closeAndWait(d time.Duration) (bool, error) {
+	r.stdin.Close()
+	return r.wait(d)
+}
+
+func (r *rawMCP) send(t *testing.T, s string) {
+	t.Helper()
+	if _, err := io.WriteString(r.stdin, s+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// answer returns the next message with the given id ("<nil>": none).
+func (r *rawMCP) answer(t *testing.T, id string) map[string]any {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-r.lines:
+			if !ok {
+				t.Fatalf("stdout closed waiting for id %s\n%s", id, r.stderr)
 			}
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) != nil {
+				t.Fatalf("not a JSON object on stdout: %q", l)
+			}
+			if fmt.Sprint(m["id"]) == id {
+				return m
+			}
+		case <-deadline:
+			t.Fatalf("no answer with id %s within 30s\n%s", id, r.stderr)
 		}
 	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+}
+
+const rawInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// Raw JSON-RPC on the stdio server (handed off: the daemon's
+// FileTransport): a malformed line and an unknown method get JSON-RPC
+// errors, and the session goes on; a batch is answered as a batch.
+func TestMCPStdioBadJSONRPC(t *testing.T) {
+	d := startDaemon(t, nil)
+	r := startRawMCP(t, d)
+	t.Cleanup(func() {
+		if ok, err := r.closeAndWait(20 * time.Second); !ok || err != nil {
+			t.Errorf("capsule-host mcp, 20s after stdin closed: exited %v, %v\n%s", ok, err, r.stderr)
+		}
+	})
+	send := func(s string) { r.send(t, s) }
+	answer := func(id string) map[string]any { return r.answer(t, id) }
+	lines, stderr := r.lines, r.stderr
+	send(rawInitialize)
 	if m := answer("1"); m["result"] == nil {
 		t.Fatalf("initialize: %v", m)
 	}
@@ -569,6 +662,24 @@ func TestMCPStdioBadJSONRPC(t *testing.T) {
 	send(`42`)
 	if m := answer("<nil>"); fmt.Sprint(m["error"].(map[string]any)["code"]) != "-32600" {
 		t.Fatalf("not a message: %v", m)
+	}
+	// A batch (protocol versions before 2025-06-18) is answered as one.
+	send(`[{"jsonrpc":"2.0","id":6,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","id":"seven","method":"ping"}]`)
+	select {
+	case l := <-lines:
+		var got []struct {
+			ID     any
+			Result map[string]any
+		}
+		if err := json.Unmarshal([]byte(l), &got); err != nil || len(got) != 2 || got[0].ID != float64(6) || got[1].ID != "seven" || got[0].Result == nil {
+			t.Fatalf("the batch's answer: %s (%v)", l, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no answer to the batch within 20s\n%s", stderr)
+	}
+	send(`[]`)
+	if m := answer("<nil>"); fmt.Sprint(m["error"].(map[string]any)["code"]) != "-32600" {
+		t.Fatalf("an empty batch: %v", m)
 	}
 	send(`{"jsonrpc":"2.0","id":5,"method":"tools/list"}`)
 	m := answer("5")
@@ -830,4 +941,211 @@ func cancelledWait(t *testing.T, d *testDaemon, m *mcpStdio, id string) {
 		}
 		return false
 	})
+}
+
+// The stdio hand-off: the session runs in the daemon, over the client's
+// pipes. With `capsule-host mcp` stopped (SIGSTOP) a call is still
+// answered, which a relaying process could not do; killed, it takes the
+// session with it: the daemon closes the client's stdout at once.
+func TestMCPStdioHandOffServedByDaemon(t *testing.T) {
+	d := startDaemon(t, nil)
+	r := startRawMCP(t, d)
+	r.send(t, rawInitialize)
+	if m := r.answer(t, "1"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"testcap__echo","arguments":{"while":"stopped"}}}`)
+	if m := r.answer(t, "2"); m["result"] == nil {
+		t.Fatalf("a call while capsule-host mcp is stopped: %v", m)
+	}
+	if err := r.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r.wait(time.Minute)
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case _, open := <-r.lines:
+			if !open {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the client's stdout stayed open 20s after capsule-host mcp was killed: the daemon kept the session")
+		}
+	}
+}
+
+// A handed-off session outlives the daemon: `capsule-host mcp` gives the
+// same stdio to the next daemon with the session's state, so the client's
+// session goes on without a new initialize, and it is told that the tool
+// list may have changed.
+func TestMCPStdioHandOffResumes(t *testing.T) {
+	d := startDaemon(t, nil)
+	m := d.mcpSession(t, "alice")
+	var out map[string]any
+	m.call(t, "testcap__echo", map[string]any{"before": 1}, &out)
+	for len(m.changed) > 0 {
+		<-m.changed
+	}
+	d.restart(t)
+	// An uninitialized session would refuse this call.
+	m.call(t, "testcap__echo", map[string]any{"after": 2}, &out)
+	if out["after"] != float64(2) {
+		t.Fatalf("echo on the next daemon: %v", out)
+	}
+	select {
+	case <-m.changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no notifications/tools/list_changed within 20s of the session's resumption")
+	}
+}
+
+// While `capsule-host mcp` waits for the next daemon (this one stopped
+// and none came), the MCP client leaving (stdin closed) ends it: it exits
+// 0 on its own, not by a signal.
+func TestMCPStdioHandOffClientLeavesMeanwhile(t *testing.T) {
+	d := startDaemon(t, nil)
+	r := startRawMCP(t, d)
+	r.send(t, rawInitialize)
+	if m := r.answer(t, "1"); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	d.stop(t)
+	if ok, err := r.closeAndWait(30 * time.Second); !ok || err != nil {
+		t.Fatalf("capsule-host mcp, 30s after its client left while no daemon ran: exited %v, %v\n%s", ok, err, r.stderr)
+	}
+}
+
+// Over --tcp `capsule-host mcp` relays: calls, processes, subscriptions
+// and updates through the API, as the token's principal.
+func TestMCPStdioRelayOverTCP(t *testing.T) {
+	d := tcpDaemon(t)
+	m := d.mcpSessionTCP(t, tokAlice)
+	var spawned struct{ OK string }
+	m.call(t, "testcap__spawn_persistent", map[string]any{
+		"request": map[string]any{"cmd": "/bin/sh", "args": []string{"-c", `while read l; do echo "got $l"; done`}},
+		"options": map[string]any{"keep_stdin_open": true},
+	}, &spawned)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	stdout := mcp.ProcessURI(spawned.OK, "stdout")
+	if err := m.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: stdout}); err != nil {
+		t.Fatal(err)
+	}
+	m.call(t, "testcap__write_stdin", map[string]any{"id": spawned.OK, "data": "relayed\n"}, &map[string]any{})
+	m.waitUpdate(t, stdout)
+	rr, err := m.cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: stdout})
+	if err != nil || rr.Contents[0].Text != "got relayed\n" {
+		t.Fatalf("read: %v %+v", err, rr)
+	}
+	var pl procList
+	d.mcpSessionTCP(t, tokBob).call(t, "list_processes", map[string]any{}, &pl)
+	if len(pl.Processes) != 0 {
+		t.Fatalf("bob lists %+v", pl)
+	}
+	m.call(t, "stop_process", map[string]any{"id": spawned.OK, "grace_ms": 0}, &map[string]any{})
+}
+
+// Over streamable HTTP: a tool's err result, a trap and a timeout are
+// isError with the typed reason; resources/list holds the caller's
+// processes and no one else's; a malformed JSON-RPC body, a message that is
+// no JSON-RPC, and an unknown method get JSON-RPC errors, and the session
+// goes on.
+func TestMCPHTTPErrorsAndResources(t *testing.T) {
+	hash := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	d := startDaemon(t, func(c *config.Config) {
+		c.TCP.Listen = "127.0.0.1:0"
+		c.CallTimeout = config.Duration(time.Second)
+		c.Principals = map[string]config.Principal{"alice": {TokenSHA256: []string{hash(tokAlice)}}, "bob": {TokenSHA256: []string{hash(tokBob)}}}
+	})
+	a := httpSession(t, d, tokAlice)
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		code string
+	}{
+		{"testcap__fail", map[string]any{"message": "boom"}, "tool-error"},
+		{"testcap__exit", map[string]any{"code": 3}, "trap"},
+		{"testcap__spin", map[string]any{"duration_ms": 30000}, "timeout"},
+	} {
+		res := a.call(t, c.tool, c.args, nil)
+		sc, _ := res.StructuredContent.(map[string]any)
+		e, _ := sc["error"].(map[string]any)
+		if !res.IsError || e["code"] != c.code || res.Meta["capsule-host/error-code"] != c.code {
+			t.Fatalf("%s: isError %v, structured %v, meta %v; want %s", c.tool, res.IsError, sc, res.Meta, c.code)
+		}
+	}
+
+	var spawned struct{ OK string }
+	a.call(t, "testcap__spawn_persistent", map[string]any{"request": map[string]any{"cmd": "/bin/sh", "args": []string{"-c", "exec sleep 600"}}}, &spawned)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lr, err := a.cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uris := map[string]bool{}
+	for _, r := range lr.Resources {
+		uris[r.URI] = true
+	}
+	for _, s := range []string{"status", "stdout", "stderr"} {
+		if !uris[mcp.ProcessURI(spawned.OK, s)] || len(uris) != 3 {
+			t.Fatalf("alice's resources/list: %v", uris)
+		}
+	}
+	if lr, err := httpSession(t, d, tokBob).cs.ListResources(ctx, nil); err != nil || len(lr.Resources) != 0 {
+		t.Fatalf("bob's resources/list: %v %+v", err, lr)
+	}
+
+	// Raw requests in alice's session (2025-11-25), and one of the newest
+	// protocol, which has no session.
+	post := func(body, version string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+d.tcp+"/mcp", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tokAlice)
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Mcp-Protocol-Version", version)
+		if version == a.cs.InitializeResult().ProtocolVersion {
+			req.Header.Set("Mcp-Session-Id", a.cs.ID())
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// The SDK answers as the transport's spec says: input it cannot take
+	// is an HTTP error status (400); an unknown method too before
+	// 2026-07-28, and from then on a JSON-RPC -32601 error (with 404).
+	legacy := a.cs.InitializeResult().ProtocolVersion
+	for _, c := range []struct {
+		body, version string
+		status        int
+		rpcCode       float64 // 0: no JSON-RPC error body expected
+	}{
+		{`{"jsonrpc":"2.0","id":71,`, legacy, http.StatusBadRequest, 0},
+		{`42`, legacy, http.StatusBadRequest, 0},
+		{`{"jsonrpc":"2.0","id":72,"method":"no/such/method","params":{}}`, legacy, http.StatusBadRequest, 0},
+		{`{"jsonrpc":"2.0","id":73,"method":"no/such/method","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+			`"io.modelcontextprotocol/clientInfo":{"name":"raw","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`, "2026-07-28", http.StatusNotFound, -32601},
+	} {
+		status, body := post(c.body, c.version)
+		var rpc struct {
+			ID    any
+			Error struct{ Code float64 }
+		}
+		if status != c.status || c.rpcCode != 0 && (json.Unmarshal([]byte(body), &rpc) != nil || rpc.Error.Code != c.rpcCode || rpc.ID != float64(73)) {
+			t.Fatalf("%s (%s): %d %s; want %d", c.body, c.version, status, body, c.status)
+		}
+	}
+	var out map[string]any
+	a.call(t, "testcap__echo", map[string]any{"still": true}, &out)
+	a.call(t, "stop_process", map[string]any{"id": spawned.OK, "grace_ms": 0}, &map[string]any{})
 }

@@ -61,6 +61,24 @@ func startDaemon(t testing.TB, mutate func(*config.Config)) *testDaemon {
 	if mutate != nil {
 		mutate(cfg)
 	}
+	return runDaemon(t, cfg)
+}
+
+// restart stops d as SIGTERM would and starts a new daemon on its config
+// (the same socket, state directory and TCP address).
+func (d *testDaemon) restart(t testing.TB) *testDaemon {
+	t.Helper()
+	d.stop(t)
+	cfg := *d.cfg
+	if d.tcp != "" {
+		cfg.TCP.Listen = d.tcp
+	}
+	return runDaemon(t, &cfg)
+}
+
+// runDaemon serves cfg in this process until the test ends.
+func runDaemon(t testing.TB, cfg *config.Config) *testDaemon {
+	t.Helper()
 	d := &testDaemon{sock: cfg.Socket, cfg: cfg, logs: &testutil.SyncBuffer{}, done: make(chan error, 1)}
 	lg := slog.New(daemon.NewRedactHandler(slog.NewTextHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ctx, cancel := context.WithCancel(context.Background())

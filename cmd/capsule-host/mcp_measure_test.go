@@ -4,8 +4,10 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
-	"net/http"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,77 +18,91 @@ import (
 
 	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/mcp"
+	"github.com/capsule-host/capsule-host/host/config"
 	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
-// The figures of issue 14, as benchmarks (nothing here is asserted):
+// The figures of issue 14, as benchmarks (nothing here is asserted),
+// anchor rows of docs/bench.md (make bench):
 //
-//	go test -run '^$' -bench 'BenchmarkMCP' -benchtime 200x ./cmd/capsule-host/
+//	go test -run '^$' -bench 'MCPToolCall|MCPNotifyLatency' -benchtime 200x ./cmd/capsule-host/
 //
+// mcpBenchDaemon is the daemon both measure: testcap only, the loopback
+// listener with alice's token (for the streamable-HTTP endpoint and the
+// relay over --tcp).
+func mcpBenchDaemon(b *testing.B) *testDaemon {
+	b.Helper()
+	hash := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	return startDaemon(b, func(c *config.Config) {
+		c.TCP.Listen = "127.0.0.1:0"
+		c.Principals = map[string]config.Principal{"alice": {TokenSHA256: []string{hash(tokAlice)}}}
+	})
+}
+
 // BenchmarkMCPToolCall: one testcap echo call over the daemon's HTTP API
-// (unix socket), over MCP stdio (`capsule-host mcp`, a subprocess, which
-// calls that API) and over the daemon's streamable-HTTP MCP endpoint
-// (loopback TCP), interleaved per iteration so all three see the same
-// load. Reported: the p50 of each and the ratios to the API (goal for
-// stdio: <= 1.2).
+// (unix socket; the anchor's "theirs"), over MCP stdio (`capsule-host
+// mcp`, a subprocess, which hands its stdio to the daemon: "ours"), over
+// the daemon's streamable-HTTP MCP endpoint (loopback TCP), and over MCP
+// stdio relayed (`capsule-host mcp --tcp`, which serves the session itself
+// and makes an API call of each request: what stdio cost before the
+// hand-off), interleaved so all see the same load. Reported: each side's
+// median and IQR (µs), and the ratios to the API (goal for stdio: <= 1.2).
 func BenchmarkMCPToolCall(b *testing.B) {
-	d := tcpDaemon(b)
-	st := d.mcpSession(b, "alice")
-	sh := httpSession(b, d, tokAlice)
-	cl := api.NewUnix(d.sock)
+	d := mcpBenchDaemon(b)
+	cl, fresh := api.NewUnixKeepAlive(d.sock), api.NewUnix(d.sock)
 	in := json.RawMessage(`{"a":1}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	mcpSide := func(name string, m *mcpStdio) testutil.Side {
+		return testutil.Side{Name: name, Run: func() error {
+			res, err := m.cs.CallTool(ctx, &sdk.CallToolParams{Name: "testcap__echo", Arguments: in})
+			if err == nil && res.IsError {
+				err = fmt.Errorf("isError: %+v", res.StructuredContent)
+			}
+			return err
+		}}
+	}
+	sides := []testutil.Side{
+		{Name: "api", Run: func() error {
+			_, err := cl.Call(ctx, api.CallRequest{Capsule: "testcap", Tool: "echo", Input: in, Principal: "alice"})
+			return err
+		}},
+		{Name: "api-conn", Run: func() error {
+			_, err := fresh.Call(ctx, api.CallRequest{Capsule: "testcap", Tool: "echo", Input: in, Principal: "alice"})
+			return err
+		}},
+		mcpSide("mcp-stdio", d.mcpSession(b, "alice")),
+		mcpSide("mcp-http", httpSession(b, d, tokAlice)),
+		mcpSide("mcp-stdio-relay", d.mcpSessionTCP(b, tokAlice)),
+	}
 	b.Run("echo", func(b *testing.B) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		var viaAPI, viaStdio, viaHTTP []time.Duration
-		for b.Loop() {
-			t0 := time.Now()
-			if _, err := cl.Call(ctx, api.CallRequest{Capsule: "testcap", Tool: "echo", Input: in, Principal: "alice"}); err != nil {
-				b.Fatal(err)
-			}
-			viaAPI = append(viaAPI, time.Since(t0))
-			for _, m := range []struct {
-				s   *mcpStdio
-				out *[]time.Duration
-			}{{st, &viaStdio}, {sh, &viaHTTP}} {
-				t0 = time.Now()
-				if res, err := m.s.cs.CallTool(ctx, &sdk.CallToolParams{Name: "testcap__echo", Arguments: in}); err != nil || res.IsError {
-					b.Fatalf("%v %+v", err, res)
-				}
-				*m.out = append(*m.out, time.Since(t0))
-			}
-		}
-		pa, ps, ph := pct(viaAPI, 50), pct(viaStdio, 50), pct(viaHTTP, 50)
+		times := testutil.Interleave(b, sides, 1)
+		med := testutil.ReportSides(b, "µs", sides, times)
 		b.ReportMetric(0, "ns/op")
-		b.ReportMetric(us(pa), "api-p50-us")
-		b.ReportMetric(us(ps), "mcp-stdio-p50-us")
-		b.ReportMetric(us(ph), "mcp-http-p50-us")
-		b.ReportMetric(float64(ps)/float64(pa), "stdio/api-p50")
-		b.ReportMetric(float64(ph)/float64(pa), "mcp-http/api-p50")
+		for _, n := range []string{"api-conn", "mcp-stdio", "mcp-http", "mcp-stdio-relay"} {
+			b.ReportMetric(med[n]/med["api"], n+"/api")
+		}
 	})
 }
 
 // BenchmarkMCPNotifyLatency: from a process writing a line (its own clock,
 // printed) to the subscribed client receiving resources/updated, over
-// stdio (the daemon's follow stream) and over streamable HTTP (in the
-// daemon, woken by the registry's events). Goal: p50 <= 20 ms.
+// stdio (handed off: the daemon's own watcher) and over streamable HTTP.
+// Goal: median <= 20 ms. Reported: median and IQR ("notify-ms"), p90, max.
 func BenchmarkMCPNotifyLatency(b *testing.B) {
-	d := tcpDaemon(b)
-	hc := &http.Client{Transport: bearer{tokAlice, http.DefaultTransport}}
+	d := mcpBenchDaemon(b)
 	for _, c := range []struct {
 		name string
 		dial func() *mcpStdio
 	}{
 		{"stdio", func() *mcpStdio { return d.mcpSession(b, "alice") }},
-		{"http", func() *mcpStdio {
-			return dialMCP(b, &sdk.StreamableClientTransport{Endpoint: "http://" + d.tcp + "/mcp", HTTPClient: hc}, &testutil.SyncBuffer{})
-		}},
+		{"http", func() *mcpStdio { return httpSession(b, d, tokAlice) }},
 	} {
 		m := c.dial()
 		b.Run(c.name, func(b *testing.B) {
 			lat := notifyLatency(b, m)
 			b.ReportMetric(0, "ns/op")
-			b.ReportMetric(ms(pct(lat, 50)), "p50-ms")
+			testutil.ReportSide(b, "notify", "ms", lat)
 			b.ReportMetric(ms(pct(lat, 90)), "p90-ms")
 			b.ReportMetric(ms(pct(lat, 100)), "max-ms")
 		})
@@ -137,5 +153,4 @@ func pct(ds []time.Duration, p int) time.Duration {
 	return s[i]
 }
 
-func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -62,8 +62,8 @@ func (ck *checker) top(c *Config) error {
 	return nil
 }
 
-// principals checks names and token hashes, in name order; a token hash
-// maps to exactly one principal.
+// principals checks names and token hashes, in name order (a token hash
+// maps to exactly one principal), and mcp.principal.
 func (ck *checker) principals(c *Config) error {
 	seen := map[string]string{}
 	names := make([]string, 0, len(c.Principals))
@@ -88,6 +88,14 @@ func (ck *checker) principals(c *Config) error {
 				return ck.fail(key+".token_sha256", "token hash also belongs to principal %q: a token maps to exactly one principal", other)
 			}
 			seen[h] = n
+		}
+	}
+	if p := c.MCP.Principal; p != "" {
+		if !principalName().MatchString(p) {
+			return ck.fail("mcp.principal", "invalid principal name %q (want [A-Za-z0-9][A-Za-z0-9._@:-]{0,127})", p)
+		}
+		if strings.HasPrefix(p, OwnerFallbackPrefix) {
+			return ck.fail("mcp.principal", "%q is a capsule's owner-fallback principal, which cannot hold persistent processes and may not be claimed: name a principal of your own", p)
 		}
 	}
 	return nil

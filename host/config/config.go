@@ -73,6 +73,7 @@ type Config struct {
 	Log        Log                  `toml:"log"`
 	TCP        TCP                  `toml:"tcp"`
 	Principals map[string]Principal `toml:"principals"`
+	MCP        MCP                  `toml:"mcp"`
 	Quotas     Quotas               `toml:"quotas"`
 	Limits     ProfileLimits        `toml:"limits"`
 	Processes  Processes            `toml:"processes"`
@@ -149,6 +150,21 @@ type Principal struct {
 	// stored.
 	TokenSHA256 []string `toml:"token_sha256"`
 }
+
+// MCP configures `capsule-host mcp`, the MCP server MCP clients spawn.
+type MCP struct {
+	// Principal is who `capsule-host mcp` acts for when neither
+	// --principal nor $CAPSULE_HOST_PRINCIPAL names one (over TCP the
+	// token decides, and a different name here is refused). Never an
+	// owner-fallback principal ("owner:CAPSULE"): those cannot hold
+	// persistent processes, and no caller may claim them.
+	Principal string `toml:"principal"`
+}
+
+// OwnerFallbackPrefix begins every capsule's owner-fallback principal
+// ("owner:CAPSULE", the host's default), which no configured principal
+// may take.
+const OwnerFallbackPrefix = "owner:"
 
 // Quotas are the host's per-capsule process caps; manifests only lower them.
 type Quotas struct {

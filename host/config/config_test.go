@@ -29,6 +29,18 @@ func TestExampleParses(t *testing.T) {
 
 // The guest memory ceilings and the process PATH parse, and default when
 // absent.
+// [mcp] principal names who `capsule-host mcp` acts for by default; unset,
+// it is empty (no principal: the command refuses, never the fallback).
+func TestMCPPrincipal(t *testing.T) {
+	c, err := Parse("/etc/ch.toml", []byte("[mcp]\nprincipal = \"alice@example.org\"\n"))
+	if err != nil || c.MCP.Principal != "alice@example.org" {
+		t.Fatalf("mcp.principal: %+v %v", c.MCP, err)
+	}
+	if c := Default(); c.MCP.Principal != "" {
+		t.Fatalf("default mcp.principal %q", c.MCP.Principal)
+	}
+}
+
 func TestGuestsAndPath(t *testing.T) {
 	c, err := Parse("/etc/g.toml", []byte("[guests]\nmemory_bytes = 67108864\ncapsule_memory_bytes = 536870912\n[processes]\npath = \"/opt/tools/bin:/usr/bin:/bin\"\n"))
 	if err != nil {
@@ -108,6 +120,9 @@ func TestParseErrors(t *testing.T) {
 		{"etcd cert without key", "[cluster]\netcd_ca = \"ca.pem\"\netcd_cert = \"a.pem\"\n", 3, "cluster.etcd_cert: etcd_cert and etcd_key go together"},
 		{"etcd cert without ca", "[cluster]\netcd_cert = \"a.pem\"\netcd_key = \"a.key\"\n", 1, "cluster.etcd_ca: missing"},
 		{"unknown profile key", "[backends]\nenabled=[\"oci\"]\n[profiles.deb]\nrootfs = \"/r\"\nimage = \"x\"\n", 5, "unknown key"},
+		{"mcp principal owner-fallback", "[mcp]\nprincipal = \"owner:shell\"\n", 2, "mcp.principal: \"owner:shell\" is a capsule's owner-fallback principal"},
+		{"mcp principal grammar", "\n[mcp]\nprincipal = \"al ice\"\n", 3, "mcp.principal: invalid principal name"},
+		{"mcp unknown key", "[mcp]\nprincipals = \"alice\"\n", 2, "mcp.principals: unknown key"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

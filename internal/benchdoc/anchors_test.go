@@ -51,6 +51,32 @@ func TestAnchorRows(t *testing.T) {
 	}
 }
 
+// The MCP rows (issue 14): the stdio call against the API's, and the
+// notification latency, whose goal is on the stdio median itself.
+func TestMCPAnchorRows(t *testing.T) {
+	run, err := Parse(strings.NewReader(`goos: linux
+pkg: github.com/capsule-host/capsule-host/cmd/capsule-host
+BenchmarkMCPToolCall/echo-2   300   0 ns/op   400 api-µs   50 api-iqr-µs   440 mcp-stdio-µs   60 mcp-stdio-iqr-µs   1.1 mcp-stdio/api
+BenchmarkMCPNotifyLatency/stdio-2   50   0 ns/op   7.1 notify-ms   2.1 notify-iqr-ms   16 p90-ms
+BenchmarkMCPNotifyLatency/http-2   50   0 ns/op   6.0 notify-ms   1.5 notify-iqr-ms   8 p90-ms
+ok  	github.com/capsule-host/capsule-host/cmd/capsule-host	1.0s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]Row{}
+	for _, r := range Rows(testEnv, run) {
+		rows[r.Name] = r
+	}
+	call, notify := rows["MCP tool call over stdio vs the HTTP API"], rows["MCP output to resources/updated"]
+	if !call.Measured || !call.Met || call.Ratio != 440.0/400 {
+		t.Errorf("call row = measured %v met %v ratio %v", call.Measured, call.Met, call.Ratio)
+	}
+	if !notify.Measured || !notify.Met || notify.OursV.Value.Value != 7.1 || notify.TheirsV.Value.Value != 6.0 {
+		t.Errorf("notify row = %+v", notify)
+	}
+}
+
 func TestRenderAnchorTable(t *testing.T) {
 	run, err := Parse(strings.NewReader(anchorOutput))
 	if err != nil {

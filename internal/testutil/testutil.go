@@ -102,3 +102,18 @@ func ZombieChildren() []string {
 	}
 	return out
 }
+
+// CopyFiles copies the named files of directory from into directory to
+// (0600), for a test that edits a copy of a capsule.
+func CopyFiles(t testing.TB, from, to string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		b, err := os.ReadFile(from + string(os.PathSeparator) + n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to+string(os.PathSeparator)+n, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,6 +95,10 @@ func (e *mcpEndpoint) syncAll() {
 func (e *mcpEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, ok := e.principal(w, r)
 	if !ok {
+		return
+	}
+	if r.Method == http.MethodPost && strings.EqualFold(r.Header.Get("Upgrade"), api.StdioUpgrade) {
+		e.stdio(w, r, p) // mcpstdio.go
 		return
 	}
 	if id := r.Header.Get("Mcp-Session-Id"); id != "" {

@@ -54,7 +54,7 @@ func (s *Server) baseRoutes() []route {
 		{pattern: "GET /v1/processes/{id}/logs", handler: s.logs, summary: "A slice of one output stream; follow=1 streams one LogChunk per line",
 			query: []string{"stream", "cursor", "max", "follow"}, resp: api.LogChunk{}, stream: "application/x-ndjson"},
 		{pattern: "POST /v1/processes/{id}/stop", handler: s.stop, summary: "Stop a process gracefully (SIGTERM, then SIGKILL after the grace)", req: api.StopRequest{}, resp: api.StopResponse{}},
-		{pattern: MCPPath, mount: s.mcpHandler, methods: []string{"post", "get", "delete"}, summary: "Streamable-HTTP MCP endpoint", external: "https://modelcontextprotocol.io/specification/2025-06-18/basic/transports#streamable-http"},
+		{pattern: MCPPath, mount: s.mcpHandler, methods: []string{"post", "get", "delete"}, summary: "Streamable-HTTP MCP endpoint (on the socket, a POST with Upgrade: capsule-host-mcp-stdio hands a stdin and stdout over by SCM_RIGHTS: client.HandOffStdio)", external: "https://modelcontextprotocol.io/specification/2025-06-18/basic/transports#streamable-http"},
 	}
 }
 

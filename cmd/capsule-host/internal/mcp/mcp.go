@@ -67,6 +67,11 @@ type Options struct {
 	// an initialized session ends.
 	SessionID    func() string
 	SessionEnded func(id string)
+	// OnState, if set, is told a session's state (the initialize
+	// handshake, the log level) once it is initialized and at each change:
+	// a handed-off stdio session (Serve) reports it to the process that
+	// handed it, which resumes the session with it on the next daemon.
+	OnState func(sess *mcp.ServerSession, st mcp.ServerSessionState)
 }
 
 // DefaultMaxSubscriptions bounds the watchers one session may hold. Over
@@ -85,6 +90,8 @@ type Server struct {
 
 	mu    sync.Mutex
 	tools map[string]toolRef // MCP name -> capsule tool, as last synced
+	// states are the sessions' states as OnState reports them.
+	states map[*mcp.ServerSession]*mcp.ServerSessionState
 }
 
 // New returns the MCP server for o.Principal over d. Call SyncTools before
@@ -102,7 +109,7 @@ func New(d Daemon, o Options) (*Server, error) {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	s := &Server{d: d, o: o, log: o.Log, tools: map[string]toolRef{}}
+	s := &Server{d: d, o: o, log: o.Log, tools: map[string]toolRef{}, states: map[*mcp.ServerSession]*mcp.ServerSessionState{}}
 	s.subs = newSubscriptions(s)
 	s.srv = mcp.NewServer(&mcp.Implementation{Name: "capsule-host", Version: o.Version}, &mcp.ServerOptions{
 		Instructions: "Tools of the capsules loaded in the capsule-host daemon (CAPSULE__TOOL), and this principal's persistent processes as tools and resources (capsule-host://process/ID/{status,stdout,stderr}); subscribe to a resource to be told of new output and of the exit.",
@@ -137,6 +144,73 @@ func (s *Server) MCP() *mcp.Server { return s.srv }
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 	defer s.subs.closeAll()
 	return s.srv.Run(ctx, t)
+}
+
+// Serve serves one session on t until the client leaves or ctx ends, as
+// Run does; with state, the session starts initialized in that state (a
+// stdio session resumed on this daemon after the last one went away), and
+// its client is told that the tool list changed, since this daemon may
+// serve other capsules.
+func (s *Server) Serve(ctx context.Context, t mcp.Transport, state *mcp.ServerSessionState) error {
+	defer s.subs.closeAll()
+	ss, err := s.srv.Connect(ctx, t, &mcp.ServerSessionOptions{State: state})
+	if err != nil {
+		return err
+	}
+	if state != nil {
+		s.remember(ss, func(st *mcp.ServerSessionState) { *st = *state })
+		// Adding a tool again makes the SDK send tools/list_changed.
+		s.addProcessTools()
+	}
+	stop := context.AfterFunc(ctx, func() { _ = ss.Close() })
+	defer stop()
+	err = ss.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// remember applies change to sess's recorded state and tells OnState once
+// the session is initialized.
+func (s *Server) remember(sess *mcp.ServerSession, change func(*mcp.ServerSessionState)) {
+	if s.o.OnState == nil || sess == nil {
+		return
+	}
+	s.mu.Lock()
+	st := s.states[sess]
+	if st == nil {
+		st = &mcp.ServerSessionState{}
+		s.states[sess] = st
+		go func() { _ = sess.Wait(); s.mu.Lock(); delete(s.states, sess); s.mu.Unlock() }()
+	}
+	change(st)
+	snap := *st
+	s.mu.Unlock()
+	if snap.InitializedParams != nil {
+		s.o.OnState(sess, snap)
+	}
+}
+
+// recordState follows the requests that change a session's state (see
+// Options.OnState).
+func (s *Server) recordState(method string, req mcp.Request, res mcp.Result) {
+	sess, _ := req.GetSession().(*mcp.ServerSession)
+	switch p := req.GetParams().(type) {
+	case *mcp.InitializeParams:
+		if r, ok := res.(*mcp.InitializeResult); ok && method == "initialize" {
+			s.remember(sess, func(st *mcp.ServerSessionState) {
+				st.InitializeParams, st.NegotiatedProtocolVersion = p, r.ProtocolVersion
+			})
+		}
+	case *mcp.InitializedParams:
+		if p == nil {
+			p = &mcp.InitializedParams{} // as the SDK records it: non-nil means initialized
+		}
+		s.remember(sess, func(st *mcp.ServerSessionState) { st.InitializedParams = p })
+	case *mcp.SetLoggingLevelParams:
+		s.remember(sess, func(st *mcp.ServerSessionState) { st.LogLevel = p.Level })
+	}
 }
 
 // Close ends every session of the server and its subscriptions (the
@@ -176,6 +250,12 @@ func (s *Server) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 			if err := s.SyncTools(ctx); err != nil {
 				s.log.Warn("refreshing the tool list", "err", err)
 			}
+		case "initialize", "notifications/initialized", "logging/setLevel":
+			res, err := next(ctx, method, req)
+			if err == nil && s.o.OnState != nil {
+				s.recordState(method, req, res)
+			}
+			return res, err
 		}
 		return next(ctx, method, req)
 	}

@@ -1,13 +1,19 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +35,14 @@ func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
 // temporary socket and returns an API client for it.
 func startDaemon(t *testing.T) *api.Client {
 	t.Helper()
+	c, _ := startDaemonWith(t, nil)
+	return c
+}
+
+// startDaemonWith is startDaemon with the config changed by mutate; it
+// also returns the socket's path.
+func startDaemonWith(t *testing.T, mutate func(*config.Config)) (*api.Client, string) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := config.Default()
 	cfg.SetStateDir(filepath.Join(dir, "state"))
@@ -37,12 +51,11 @@ func startDaemon(t *testing.T) *api.Client {
 	cfg.Processes.OnShutdown = config.OnShutdownStop
 	off := false
 	cfg.Bundled = &off
-	tc, err := filepath.Abs("../../../../capsules/testcap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Capsules = []string{tc}
+	cfg.Capsules = []string{testcapDir(t)}
 	cfg.ShutdownGrace = config.Duration(3 * time.Second)
+	if mutate != nil {
+		mutate(cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	sock, err := daemon.ListenSocket(cfg.Socket)
 	if err != nil {
@@ -66,7 +79,16 @@ func startDaemon(t *testing.T) *api.Client {
 			t.Error("the daemon did not stop within 60s")
 		}
 	})
-	return api.NewUnix(cfg.Socket)
+	return api.NewUnix(cfg.Socket), cfg.Socket
+}
+
+func testcapDir(t *testing.T) string {
+	t.Helper()
+	tc, err := filepath.Abs("../../../../capsules/testcap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
 }
 
 // session is one in-process MCP client session against an mcp.Server.
@@ -456,50 +478,73 @@ func TestResourcesInProcess(t *testing.T) {
 	}
 }
 
-// A thousand subscribe requests from one client: the session holds at
-// most DefaultMaxSubscriptions, every request past it gets the same
-// clear error, and the session keeps working.
+// A thousand subscribe requests from one client, each for a different
+// URI: the session holds at most DefaultMaxSubscriptions, and every request
+// past the bound gets the same clear error whatever its URI (a process of
+// the session's principal, another principal's, an unknown one: the bound
+// is checked first, so it tells nothing of the URI), and the session keeps
+// working. An unsubscribe makes room; below the bound an unknown URI is
+// not found, as always.
 func TestSubscriptionBound(t *testing.T) {
 	d := startDaemon(t)
 	s := connect(t, d, mcp.Options{Principal: "alice"}, legacy)
+	bob := connect(t, d, mcp.Options{Principal: "bob"}, legacy)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	streams := []string{"status", "stdout", "stderr"}
 	var uris []string
 	for len(uris) <= mcp.DefaultMaxSubscriptions {
 		id := spawnReader(t, s)
-		uris = append(uris, mcp.ProcessURI(id, "status"), mcp.ProcessURI(id, "stdout"), mcp.ProcessURI(id, "stderr"))
+		for _, st := range streams {
+			uris = append(uris, mcp.ProcessURI(id, st))
+		}
 	}
-	accepted := map[string]bool{}
-	refused := 0
-	for i := 0; i < 1000; i++ {
-		u := uris[i%len(uris)]
+	own := len(uris)
+	bid := spawnReader(t, bob)
+	for _, st := range streams {
+		uris = append(uris, mcp.ProcessURI(bid, st))
+	}
+	for i := 0; len(uris) < 1000; i++ {
+		sum := sha256.Sum256([]byte(strconv.Itoa(i)))
+		id := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))
+		uris = append(uris, mcp.ProcessURI(id, streams[i%3]))
+	}
+	distinct := map[string]bool{}
+	for _, u := range uris {
+		distinct[u] = true
+	}
+	if len(distinct) != 1000 {
+		t.Fatalf("%d distinct URIs", len(distinct))
+	}
+	accepted, refused := 0, 0
+	for i, u := range uris {
 		err := s.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: u})
 		var je *jsonrpc.Error
 		switch {
-		case err == nil:
-			accepted[u] = true
+		case err == nil && i < own:
+			accepted++
 		case errors.As(err, &je) && strings.Contains(string(je.Data), "too-many-subscriptions") && strings.Contains(je.Message, "unsubscribe"):
 			refused++
 		default:
-			t.Fatalf("subscription %d: %v", i, err)
+			t.Fatalf("subscription %d (%s): %v", i, u, err)
 		}
 	}
-	if len(accepted) != mcp.DefaultMaxSubscriptions || refused == 0 {
-		t.Fatalf("%d distinct subscriptions accepted, %d refused", len(accepted), refused)
+	if accepted != mcp.DefaultMaxSubscriptions || refused != 1000-mcp.DefaultMaxSubscriptions {
+		t.Fatalf("%d subscriptions accepted, %d refused", accepted, refused)
 	}
-	// Unsubscribing makes room again.
-	for u := range accepted {
-		if err := s.cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: u}); err != nil {
-			t.Fatal(err)
-		}
-		break
+	if err := s.cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: uris[0]}); err != nil {
+		t.Fatal(err)
 	}
-	if err := s.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[len(uris)-1]}); err != nil {
+	var je *jsonrpc.Error
+	if err := s.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[len(uris)-1]}); !errors.As(err, &je) || je.Code != sdk.CodeResourceNotFound {
+		t.Fatalf("an unknown URI below the bound: %v", err)
+	}
+	if err := s.cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uris[own-1]}); err != nil {
 		t.Fatalf("after an unsubscribe: %v", err)
 	}
 	var pl struct{ Processes []any }
 	structured(t, call(t, s, "list_processes", map[string]any{}), &pl)
-	if len(pl.Processes) != len(uris)/3 {
+	if len(pl.Processes) != own/3 {
 		t.Fatalf("list_processes: %d processes", len(pl.Processes))
 	}
 }
@@ -531,4 +576,116 @@ func TestTwoSessionsOneUpdate(t *testing.T) {
 		}
 	}
 	call(t, a, "stop_process", map[string]any{"id": id, "grace_ms": 0})
+}
+
+// A guest that traps (proc_exit) and one that outlives the host's call
+// timeout: each call is isError with its typed reason in
+// structuredContent.error.code and _meta, and the session goes on.
+func TestTrapAndTimeoutInProcess(t *testing.T) {
+	d, _ := startDaemonWith(t, func(c *config.Config) { c.CallTimeout = config.Duration(time.Second) })
+	s := connect(t, d, mcp.Options{Principal: "alice"})
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+		code string
+		text string
+	}{
+		{"testcap__exit", map[string]any{"code": 3}, api.CodeTrap, "exited with code 3"},
+		{"testcap__spin", map[string]any{"duration_ms": 30000}, api.CodeTimeout, ""},
+	} {
+		t0 := time.Now()
+		res := call(t, s, c.tool, c.args)
+		t.Logf("%s: %v", c.tool, time.Since(t0))
+		text := res.Content[0].(*sdk.TextContent).Text
+		if code := errCode(t, res); code != c.code || res.Meta["capsule-host/error-code"] != c.code ||
+			!strings.HasPrefix(text, c.code+": ") || !strings.Contains(text, c.text) {
+			t.Fatalf("%s: code %q, meta %v, text %q; want %s", c.tool, code, res.Meta, text, c.code)
+		}
+	}
+	var echoed map[string]any
+	structured(t, call(t, s, "testcap__echo", map[string]any{"after": "faults"}), &echoed)
+	if echoed["after"] != "faults" {
+		t.Fatalf("echo after the faults: %v", echoed)
+	}
+}
+
+// The tool list follows the daemon's capsules. A reload that changes
+// testcap reaches an in-process session as notifications/tools/list_changed
+// without the client asking, through WatchToolChanges (the session with
+// the daemon's own /mcp that a relaying `capsule-host mcp` holds); and,
+// with no watcher, at the client's next tools/list, which re-syncs first.
+func TestListChangedInProcess(t *testing.T) {
+	dir := t.TempDir()
+	testutil.CopyFiles(t, testcapDir(t), dir, "Capsule.toml", "testcap.wasm")
+	d, sock := startDaemonWith(t, func(c *config.Config) { c.Capsules = []string{dir} })
+	srv, err := mcp.New(d, mcp.Options{Principal: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := attach(t, srv, legacy)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var dl net.Dialer
+		return dl.DialContext(ctx, "unix", sock)
+	}}}
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		srv.WatchToolChanges(wctx, hc, "http://capsule-host/mcp?principal=alice")
+	}()
+	defer func() { stopWatch(); <-watched }()
+
+	version := "1.0.0"
+	bump := func(to string) {
+		t.Helper()
+		m := filepath.Join(dir, "Capsule.toml")
+		b, _ := os.ReadFile(m)
+		b = bytes.Replace(b, []byte(`version = "`+version+`"`), []byte(`version = "`+to+`"`), 1)
+		if err := os.WriteFile(m, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		version = to
+		if res, err := d.Reload(ctx, ""); err != nil || len(res.Replaced) != 1 {
+			t.Fatalf("reload: %+v %v", res, err)
+		}
+	}
+	waitChanged := func(why string) {
+		t.Helper()
+		select {
+		case <-s.changed:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no notifications/tools/list_changed within 20s of %s", why)
+		}
+	}
+	if _, err := s.cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for len(s.changed) > 0 {
+		<-s.changed
+	}
+	bump("1.0.1")
+	waitChanged("a reload, with the watcher")
+
+	stopWatch()
+	<-watched
+	for len(s.changed) > 0 {
+		<-s.changed
+	}
+	bump("1.0.2")
+	if _, err := s.cs.ListTools(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitChanged("tools/list after a reload, with no watcher")
+	lt, err := s.cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range lt.Tools {
+		if tl.Name == "testcap__echo" && tl.Title == "testcap echo" {
+			return
+		}
+	}
+	t.Fatalf("testcap__echo is missing after the reloads: %d tools", len(lt.Tools))
 }

@@ -164,6 +164,13 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 	if !ok || ref.cursor != "" || ref.max != 0 {
 		return mcp.ResourceNotFoundError(uri)
 	}
+	// The bound first: a session at it gets the same answer for every URI
+	// (its own process's, an unknown one, another principal's), without a
+	// round trip to the daemon. Checked again below, under the lock that
+	// adds the watcher.
+	if dup, err := ss.room(req.Session, uri); dup || err != nil {
+		return err
+	}
 	if _, err := ss.s.own(ctx, ref.id); err != nil {
 		return resourceErr(uri, err)
 	}
@@ -187,13 +194,8 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 		ss.w[req.Session] = m
 		go ss.reapOnClose(req.Session)
 	}
-	if _, dup := m[uri]; dup {
-		return nil
-	}
-	if len(m) >= ss.s.o.MaxSubscriptions {
-		data, _ := json.Marshal(map[string]any{"code": codeTooManySubscriptions, "max": ss.s.o.MaxSubscriptions})
-		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Data: data,
-			Message: fmt.Sprintf("%s: this session holds %d subscriptions, the most it may; unsubscribe from one first", codeTooManySubscriptions, len(m))}
+	if dup, err := ss.roomLocked(req.Session, uri); dup || err != nil {
+		return err
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &watcher{cancel: cancel, live: make(chan struct{})}
@@ -205,6 +207,27 @@ func (ss *subscriptions) subscribe(ctx context.Context, req *mcp.SubscribeReques
 		ss.watch(wctx, uri, ref, stream, cursor, w)
 	}()
 	return nil
+}
+
+// room says whether sess already holds uri (subscribing again is a no-op),
+// or else whether it may hold one more subscription.
+func (ss *subscriptions) room(sess *mcp.ServerSession, uri string) (dup bool, err error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.roomLocked(sess, uri)
+}
+
+func (ss *subscriptions) roomLocked(sess *mcp.ServerSession, uri string) (dup bool, err error) {
+	m := ss.w[sess]
+	if _, dup := m[uri]; dup {
+		return true, nil
+	}
+	if len(m) >= ss.s.o.MaxSubscriptions {
+		data, _ := json.Marshal(map[string]any{"code": codeTooManySubscriptions, "max": ss.s.o.MaxSubscriptions})
+		return false, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Data: data,
+			Message: fmt.Sprintf("%s: this session holds %d subscriptions, the most it may; unsubscribe from one first", codeTooManySubscriptions, len(m))}
+	}
+	return false, nil
 }
 
 func (ss *subscriptions) unsubscribe(_ context.Context, req *mcp.UnsubscribeRequest) error {

@@ -18,7 +18,8 @@ import (
 // the SDK, answering a parse error (-32700) or an invalid request
 // (-32600) with id null, and passes every good line through untouched.
 
-// StdioTransport returns the transport for `capsule-host mcp`: in and out
+// StdioTransport returns the transport for a relaying `capsule-host mcp`
+// (FileTransport is the daemon's, for a handed-off stdio): in and out
 // are stdin and stdout, with bad lines answered and skipped. The lines are
 // screened inside the SDK's own reads (guardReader), not by a goroutine
 // feeding it through a pipe: one goroutine hand-off less per message.
@@ -58,7 +59,13 @@ func (g *guardReader) Read(p []byte) (int, error) {
 		}
 		line, tooLong, err := readLine(g.br, mcp.DefaultMaxLineLength)
 		if t := bytes.TrimSpace(line); len(t) > 0 || tooLong {
-			if code, msg := lineProblem(t, tooLong); code != 0 {
+			code, msg := lineProblem(t, tooLong)
+			if code == 0 && t[0] != '[' { // a batch: the SDK answers or refuses it
+				if _, err := jsonrpc.DecodeMessage(t); err != nil {
+					code, msg = jsonrpc.CodeInvalidRequest, "invalid request: "+err.Error()
+				}
+			}
+			if code != 0 {
 				writeRPCError(g.out, code, msg)
 			} else {
 				g.pending = append(t, '\n')
@@ -95,18 +102,13 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) 
 	}
 }
 
-// lineProblem says why a line must not reach the SDK (code 0: it may).
+// lineProblem says why a line is no JSON value (code 0: it is one).
 func lineProblem(line []byte, tooLong bool) (int64, string) {
 	switch {
 	case tooLong:
 		return jsonrpc.CodeInvalidRequest, "message exceeds the line limit"
 	case !json.Valid(line):
 		return jsonrpc.CodeParseError, "parse error: the line is not valid JSON"
-	case line[0] == '[':
-		return 0, "" // a batch: the SDK answers or refuses it
-	}
-	if _, err := jsonrpc.DecodeMessage(line); err != nil {
-		return jsonrpc.CodeInvalidRequest, "invalid request: " + err.Error()
 	}
 	return 0, ""
 }

@@ -11,6 +11,9 @@
 //     instance is found from the Caller's store context in a map, and its
 //     memory and cabi_realloc handles are cached per instance, never
 //     looked up with Caller.GetExport on the hot path;
+//   - exports and cabi_realloc are called unchecked, typed once at lookup,
+//     in one cgo crossing that also renews the epoch deadline (rawcall.go;
+//     wasmtime-go's Func.Call re-reads the type on every call);
 //   - deadlines and cancellation use epoch interruption: one ticker per
 //     engine bumps the epoch while any call runs, and a per-store epoch
 //     callback checks that call's ctx on each tick (epoch.go);
@@ -29,6 +32,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/cgo"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -73,6 +77,9 @@ type eng struct {
 func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) (engine.Engine, error) {
 	if !storeLayoutOK {
 		return nil, errors.New("wasmtime: this wasmtime-go version's Store layout is not the one this package was written for (v25)")
+	}
+	if !externLayoutOK {
+		return nil, errors.New("wasmtime: this wasmtime-go version's wasmtime_extern_t layout is not the one this package was written for (v25)")
 	}
 	if cfg.MemoryLimitPages > 65536 {
 		return nil, fmt.Errorf("wasmtime: memory limit %d pages exceeds the wasm32 maximum 65536", cfg.MemoryLimitPages)
@@ -491,11 +498,6 @@ func instanceLimit(engine, inst uint32) uint32 {
 	return engine
 }
 
-type export struct {
-	fn     *wasmtime.Func
-	params []engine.ValueType
-}
-
 // instance is one store with one guest instance; it is also the
 // engine.Caller its host functions see. cur is the Storelike to use right
 // now: the Caller while a host function runs (wasmtime forbids touching
@@ -518,7 +520,8 @@ type instance struct {
 	hostTrap    *engine.Trap
 	interrupted bool
 
-	realloc   *wasmtime.Func
+	raw       rawBufs
+	realloc   *export
 	closed    bool
 	closeOnce sync.Once
 }
@@ -526,86 +529,86 @@ type instance struct {
 func (in *instance) Memory() engine.Memory { return memory{in} }
 
 func (in *instance) Realloc(ctx context.Context, oldPtr, oldSize, align, newSize uint32) (uint32, error) {
+	if in.closed {
+		return 0, &engine.Trap{Reason: "instance is closed"}
+	}
 	if in.realloc == nil {
-		in.realloc = in.inst.GetFunc(in.cur, "cabi_realloc")
-		if in.realloc == nil {
+		fn := in.inst.GetFunc(in.cur, "cabi_realloc")
+		if fn == nil {
 			return 0, &engine.Trap{Reason: "guest does not export cabi_realloc"}
 		}
+		ex, err := newExport(in.cur, fn)
+		if err != nil || !slices.Equal(ex.params, reallocParams) || !slices.Equal(ex.results, reallocResults) {
+			return 0, &engine.Trap{Reason: "cabi_realloc has the wrong signature"}
+		}
+		in.realloc = ex
 	}
-	r, err := in.realloc.Call(in.cur, int32(oldPtr), int32(oldSize), int32(align), int32(newSize))
-	if err != nil {
-		return 0, in.convertErr(ctx, err)
+	vals := in.raw.realloc[:]
+	if o := in.call(in.realloc, vals, false, []uint64{uint64(oldPtr), uint64(oldSize), uint64(align), uint64(newSize)}); failed(o) {
+		return 0, in.failure(ctx, readFailure(o))
 	}
-	p, ok := r.(int32)
-	if !ok {
-		return 0, &engine.Trap{Reason: "cabi_realloc has the wrong signature"}
-	}
-	return uint32(p), nil
+	return uint32(result(engine.I32, vals[0])), nil
 }
 
+var (
+	reallocParams  = []engine.ValueType{engine.I32, engine.I32, engine.I32, engine.I32}
+	reallocResults = []engine.ValueType{engine.I32}
+)
+
+// Call runs an export through the raw call (rawcall.go): its type was
+// read at lookup, so a call is one cgo crossing and one allocation (the
+// results).
 func (in *instance) Call(ctx context.Context, name string, params ...uint64) ([]uint64, error) {
 	if in.closed {
 		return nil, &engine.Trap{Reason: "instance is closed"}
 	}
-	ex, ok := in.fns[name]
-	if !ok {
-		fn := in.inst.GetFunc(in.store, name)
-		if fn == nil {
-			return nil, fmt.Errorf("wasmtime: %s: no exported function %q", in.name, name)
-		}
-		ex = &export{fn: fn, params: fromKinds(fn.Type(in.store).Params())}
-		in.fns[name] = ex
+	ex, err := in.export(name)
+	if err != nil {
+		return nil, err
+	}
+	if len(params) != len(ex.params) {
+		// wazero's wording, and like wazero before anything runs.
+		return nil, &engine.Trap{Reason: fmt.Sprintf("expected %d params, but passed %d", len(ex.params), len(params))}
 	}
 	if err := ctx.Err(); err != nil {
 		// wazero closes a module whose call ctx is already done.
 		in.closed = true
 		return nil, fmt.Errorf("%w: %w", engine.ErrInterrupted, err)
 	}
-	args := make([]any, len(params))
-	for i, p := range params {
-		t := engine.I32
-		if i < len(ex.params) {
-			t = ex.params[i]
-		}
-		switch t {
-		case engine.I64:
-			args[i] = int64(p)
-		case engine.F32:
-			args[i] = math.Float32frombits(uint32(p))
-		case engine.F64:
-			args[i] = math.Float64frombits(p)
-		default:
-			args[i] = int32(uint32(p))
-		}
-	}
+	vals := in.raw.buf(max(len(ex.params), len(ex.results), 1))
 	in.ctx, in.cur, in.hostTrap, in.interrupted = ctx, in.store, nil, false
 	in.e.enter()
-	in.store.SetEpochDeadline(1)
-	r, err := ex.fn.Call(in.store, args...)
+	o := in.call(ex, vals, true, params)
 	in.e.exit()
 	in.ctx = nil
-	if err != nil {
-		return nil, in.convertErr(ctx, err)
+	if failed(o) {
+		return nil, in.failure(ctx, readFailure(o))
 	}
-	switch v := r.(type) {
-	case nil:
+	if len(ex.results) == 0 {
 		return nil, nil
-	case []wasmtime.Val:
-		out := make([]uint64, len(v))
-		for i, x := range v {
-			out[i] = toU64(x)
-		}
-		return out, nil
-	case int32:
-		return []uint64{uint64(uint32(v))}, nil
-	case int64:
-		return []uint64{uint64(v)}, nil
-	case float32:
-		return []uint64{uint64(math.Float32bits(v))}, nil
-	case float64:
-		return []uint64{math.Float64bits(v)}, nil
 	}
-	return nil, &engine.Trap{Reason: fmt.Sprintf("unsupported result type %T", r)}
+	out := make([]uint64, len(ex.results))
+	for i, t := range ex.results {
+		out[i] = result(t, vals[i])
+	}
+	return out, nil
+}
+
+// export is the named export, looked up and typed once per instance.
+func (in *instance) export(name string) (*export, error) {
+	if ex, ok := in.fns[name]; ok {
+		return ex, nil
+	}
+	fn := in.inst.GetFunc(in.store, name)
+	if fn == nil {
+		return nil, fmt.Errorf("wasmtime: %s: no exported function %q", in.name, name)
+	}
+	ex, err := newExport(in.store, fn)
+	if err != nil {
+		return nil, fmt.Errorf("wasmtime: %s: export %q: %w", in.name, name, err)
+	}
+	in.fns[name] = ex
+	return ex, nil
 }
 
 // trapReasons are wazero's wording for each wasmtime trap code, so the
@@ -623,15 +626,49 @@ var trapReasons = map[wasmtime.TrapCode]string{
 	wasmtime.UnreachableCodeReached: "unreachable",
 }
 
-// convertErr maps a wasmtime call error onto the seam's classes: the
-// host's own *Trap (from a host function), ErrInterrupted for a ctx that
-// ended, and a *Trap with wazero's reason for everything else.
+// failure is what the host needs of a failed call's wasmtime trap or
+// error, read out and freed: the C object is gone when this exists.
+type failure struct {
+	hasCode, hasExit bool
+	code             wasmtime.TrapCode
+	exit             int32
+	msg              string
+}
+
+// convertErr maps an error of wasmtime-go's (instantiation) as failure
+// does.
 func (in *instance) convertErr(ctx context.Context, err error) error {
-	// The wasmtime trap or error is ours to free, and must be freed now:
-	// its backtrace keeps the module alive (compiled code, memory image
-	// memfd) after Module.Close and Engine.Close, until a GC happens to
-	// run its finalizer. Nothing returned below refers to it.
+	return in.failure(ctx, failureOf(err))
+}
+
+// failureOf reads and frees a wasmtime-go error. The wasmtime trap or
+// error must be freed now: its backtrace keeps the module alive (compiled
+// code, memory image memfd) after Module.Close and Engine.Close, until a
+// GC happens to run its finalizer.
+func failureOf(err error) failure {
 	defer freeErr(err)
+	var f failure
+	var wt *wasmtime.Trap
+	var we *wasmtime.Error
+	switch {
+	case errors.As(err, &wt):
+		if c := wt.Code(); c != nil {
+			f.hasCode, f.code = true, *c
+		}
+		f.msg = wt.Message()
+	case errors.As(err, &we):
+		f.exit, f.hasExit = we.ExitStatus()
+		f.msg = we.Error()
+	default:
+		f.msg = err.Error()
+	}
+	return f
+}
+
+// failure maps a failed call onto the seam's classes: the host's own
+// *Trap (from a host function), ErrInterrupted for a ctx that ended, and
+// a *Trap with wazero's reason for everything else.
+func (in *instance) failure(ctx context.Context, f failure) error {
 	if t := in.hostTrap; t != nil {
 		in.hostTrap = nil
 		return t
@@ -645,31 +682,20 @@ func (in *instance) convertErr(ctx context.Context, err error) error {
 		}
 		return fmt.Errorf("%w: %w", engine.ErrInterrupted, cerr)
 	}
-	var t *engine.Trap
-	if errors.As(err, &t) {
-		return t
-	}
-	var wt *wasmtime.Trap
-	if errors.As(err, &wt) {
-		if c := wt.Code(); c != nil {
-			if *c == wasmtime.Interrupt {
-				in.closed = true
-				return fmt.Errorf("%w: %w", engine.ErrInterrupted, context.DeadlineExceeded)
-			}
-			if r, ok := trapReasons[*c]; ok {
-				return &engine.Trap{Reason: r}
-			}
+	if f.hasCode {
+		if f.code == wasmtime.Interrupt {
+			in.closed = true
+			return fmt.Errorf("%w: %w", engine.ErrInterrupted, context.DeadlineExceeded)
 		}
-		return &engine.Trap{Reason: trimTrap(wt.Message())}
-	}
-	var we *wasmtime.Error
-	if errors.As(err, &we) {
-		if code, ok := we.ExitStatus(); ok {
-			in.closed = true // as wazero: proc_exit closes the module
-			return &engine.Trap{Reason: fmt.Sprintf("guest exited with code %d", uint32(code))}
+		if r, ok := trapReasons[f.code]; ok {
+			return &engine.Trap{Reason: r}
 		}
 	}
-	return &engine.Trap{Reason: trimTrap(err.Error())}
+	if f.hasExit {
+		in.closed = true // as wazero: proc_exit closes the module
+		return &engine.Trap{Reason: fmt.Sprintf("guest exited with code %d", uint32(f.exit))}
+	}
+	return &engine.Trap{Reason: trimTrap(f.msg)}
 }
 
 // freeErr frees the wasmtime object behind err, if any.

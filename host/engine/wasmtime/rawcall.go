@@ -1,0 +1,220 @@
+//go:build wasmtime
+
+package wasmtime
+
+// The warm export call crosses into C once. wasmtime-go v25's Func.Call
+// pays, on every call, a Func.Type (a cgo call, Params/Results copies and
+// a finalized type object), boxing through []any, Store.Context lookups
+// and a separate SetEpochDeadline: six cgo crossings and several
+// allocations for a no-op. Here the export's type is read once, at
+// lookup, and one C call sets the epoch deadline and runs
+// wasmtime_func_call_unchecked on a reused buffer of raw values. The
+// symbols ship in the libwasmtime.a wasmtime-go links (as epoch.go's do);
+// the structs below mirror wasmtime.h v25 and are checked at New.
+
+/*
+#include <stdint.h>
+#include <stddef.h>
+#include <stdbool.h>
+
+typedef struct wasmtime_context wasmtime_context_t;
+typedef struct wasmtime_error wasmtime_error_t;
+typedef struct wasm_trap_t wasm_trap_t;
+
+// wasm_byte_vec_t (wasm.h).
+typedef struct { size_t size; char *data; } capsule_bytes_t;
+// wasmtime_func_t (wasmtime/extern.h).
+typedef struct { uint64_t store_id; size_t private_; } capsule_func_t;
+// wasmtime_extern_t (wasmtime/extern.h): every member of its union is 16 bytes.
+typedef struct { uint8_t kind; union { capsule_func_t func; } of; } capsule_extern_t;
+// wasmtime_val_raw_t (wasmtime/val.h): a 16-byte union whose scalars sit at
+// offset 0, little-endian, i32 and f32 in the low 4 bytes.
+typedef struct { uint64_t lo, hi; } capsule_raw_t;
+
+extern wasmtime_error_t *wasmtime_func_call_unchecked(wasmtime_context_t *, const capsule_func_t *,
+                                                      capsule_raw_t *, size_t, wasm_trap_t **);
+extern void wasmtime_context_set_epoch_deadline(wasmtime_context_t *, uint64_t);
+extern bool wasmtime_trap_code(const wasm_trap_t *, uint8_t *);
+extern void wasm_trap_message(const wasm_trap_t *, capsule_bytes_t *);
+extern void wasm_trap_delete(wasm_trap_t *);
+extern void wasmtime_error_message(const wasmtime_error_t *, capsule_bytes_t *);
+extern bool wasmtime_error_exit_status(const wasmtime_error_t *, int *);
+extern void wasmtime_error_delete(wasmtime_error_t *);
+extern void wasm_byte_vec_delete(capsule_bytes_t *);
+
+// capsule_outcome_t is a call's failure: at most one of the two is set.
+typedef struct { wasmtime_error_t *err; wasm_trap_t *trap; } capsule_outcome_t;
+
+// capsule_call is the whole warm call: with deadline set, the store's epoch
+// deadline is renewed to the next tick first (an export call); without, it
+// is left as is (cabi_realloc, which runs inside or between calls).
+static capsule_outcome_t capsule_call(wasmtime_context_t *cx, const capsule_func_t *fn,
+                                      capsule_raw_t *vals, size_t n, int deadline) {
+	capsule_outcome_t o = {0, 0};
+	if (deadline) {
+		wasmtime_context_set_epoch_deadline(cx, 1);
+	}
+	o.err = wasmtime_func_call_unchecked(cx, fn, vals, n, &o.trap);
+	return o;
+}
+
+// capsule_failure_t is what the host needs of a failed call, read in one
+// crossing; msg is freed by the caller with wasm_byte_vec_delete, and its
+// first len bytes are the message (a trap's has a trailing NUL).
+typedef struct {
+	bool has_code, has_exit;
+	uint8_t code;
+	int exit;
+	capsule_bytes_t msg;
+	size_t len;
+} capsule_failure_t;
+
+static void capsule_read_failure(capsule_outcome_t o, capsule_failure_t *f) {
+	f->has_code = f->has_exit = false;
+	f->msg.size = 0;
+	f->msg.data = NULL;
+	f->len = 0;
+	if (o.err != NULL) {
+		f->has_exit = wasmtime_error_exit_status(o.err, &f->exit);
+		wasmtime_error_message(o.err, &f->msg);
+		f->len = f->msg.size;
+		wasmtime_error_delete(o.err);
+	}
+	if (o.trap != NULL) {
+		if (o.err == NULL) {
+			f->has_code = wasmtime_trap_code(o.trap, &f->code);
+			wasm_trap_message(o.trap, &f->msg);
+			f->len = f->msg.size > 0 ? f->msg.size - 1 : 0;
+		}
+		wasm_trap_delete(o.trap);
+	}
+}
+
+static capsule_func_t capsule_extern_func(const capsule_extern_t *e) { return e->of.func; }
+*/
+import "C"
+
+import (
+	"fmt"
+	"reflect"
+	"unsafe"
+
+	"github.com/bytecodealliance/wasmtime-go/v25"
+
+	"github.com/capsule-host/capsule-host/host/engine"
+)
+
+// externLayoutOK checks, once, that the wasmtime_extern_t Func.AsExtern
+// returns is the 24-byte C struct the raw call reads a wasmtime_func_t
+// from; New refuses to start otherwise.
+var externLayoutOK = func() bool {
+	t := reflect.TypeOf((*wasmtime.Func).AsExtern).Out(0)
+	kind, okK := t.FieldByName("kind")
+	of, okO := t.FieldByName("of")
+	return t.Kind() == reflect.Struct && t.Size() == C.sizeof_capsule_extern_t &&
+		okK && kind.Offset == 0 && kind.Type.Size() == 1 &&
+		okO && of.Offset == C.sizeof_capsule_extern_t-C.sizeof_capsule_func_t && of.Type.Size() == C.sizeof_capsule_func_t
+}()
+
+// export is a guest function ready for the raw call: its wasmtime_func_t
+// and its core type, read once at lookup.
+type export struct {
+	raw             C.capsule_func_t
+	params, results []engine.ValueType
+}
+
+// newExport reads fn's type and handle. Only numeric types are callable
+// unchecked: a reference or v128 parameter or result would hand wasmtime
+// an unvalidated raw value, so such an export is refused.
+func newExport(s wasmtime.Storelike, fn *wasmtime.Func) (*export, error) {
+	ty := fn.Type(s)
+	defer ty.Close()
+	ex := &export{}
+	var err error
+	if ex.params, err = numericKinds(ty.Params()); err != nil {
+		return nil, fmt.Errorf("parameter: %w", err)
+	}
+	if ex.results, err = numericKinds(ty.Results()); err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	ext := fn.AsExtern()
+	ex.raw = C.capsule_extern_func((*C.capsule_extern_t)(unsafe.Pointer(&ext)))
+	return ex, nil
+}
+
+func numericKinds(vs []*wasmtime.ValType) ([]engine.ValueType, error) {
+	out := fromKinds(vs)
+	for i, v := range out {
+		if v == 0 {
+			return nil, fmt.Errorf("type %s is not supported (only i32, i64, f32, f64)", kindName(vs[i].Kind()))
+		}
+	}
+	return out, nil
+}
+
+// kindName names a non-numeric kind; wasmtime-go's ValKind.String
+// panics on v128, which wasmtime's C API reports as kind 4.
+func kindName(k wasmtime.ValKind) string {
+	switch k {
+	case wasmtime.KindExternref, wasmtime.KindFuncref:
+		return k.String()
+	case 4:
+		return "v128"
+	}
+	return fmt.Sprintf("valkind(%d)", k)
+}
+
+// call runs ex with params on this instance's store in one cgo crossing;
+// vals is the raw buffer to use (at least max(params, results) long).
+func (in *instance) call(ex *export, vals []C.capsule_raw_t, deadline bool, params []uint64) C.capsule_outcome_t {
+	for i, p := range params {
+		vals[i] = C.capsule_raw_t{lo: C.uint64_t(p)}
+	}
+	d := C.int(0)
+	if deadline {
+		d = 1
+	}
+	return C.capsule_call((*C.wasmtime_context_t)(in.key), &ex.raw, &vals[0], C.size_t(len(vals)), d)
+}
+
+// failed reports whether o is a failure.
+func failed(o C.capsule_outcome_t) bool { return o.err != nil || o.trap != nil }
+
+// result is the seam's encoding of raw value v of type t: i32 and f32 in
+// the low 32 bits, zero above.
+func result(t engine.ValueType, v C.capsule_raw_t) uint64 {
+	x := uint64(v.lo)
+	if t == engine.I32 || t == engine.F32 {
+		x &= math32
+	}
+	return x
+}
+
+const math32 = 1<<32 - 1
+
+// readFailure turns a raw failure into a failure, freeing the C objects.
+func readFailure(o C.capsule_outcome_t) failure {
+	var cf C.capsule_failure_t
+	C.capsule_read_failure(o, &cf)
+	f := failure{hasCode: bool(cf.has_code), code: wasmtime.TrapCode(cf.code), hasExit: bool(cf.has_exit), exit: int32(cf.exit)}
+	if cf.msg.data != nil {
+		f.msg = C.GoStringN(cf.msg.data, C.int(cf.len))
+		C.wasm_byte_vec_delete(&cf.msg)
+	}
+	return f
+}
+
+// rawBufs are an instance's reused raw value buffers: one for export
+// calls, one for cabi_realloc (which may run inside an export call).
+type rawBufs struct {
+	vals    []C.capsule_raw_t
+	realloc [4]C.capsule_raw_t
+}
+
+// buf is the export-call buffer, at least n long.
+func (b *rawBufs) buf(n int) []C.capsule_raw_t {
+	if len(b.vals) < n {
+		b.vals = make([]C.capsule_raw_t, n)
+	}
+	return b.vals[:n]
+}

@@ -2,7 +2,9 @@
 
 package wasmtime
 
-// The warm export call crosses into C once. wasmtime-go v25's Func.Call
+// The warm export call crosses into C once, and guest memory is found
+// once per stretch of host code (wasmtime-go's UnsafeData and DataSize
+// are two crossings each, on every access). wasmtime-go v25's Func.Call
 // pays, on every call, a Func.Type (a cgo call, Params/Results copies and
 // a finalized type object), boxing through []any, Store.Context lookups
 // and a separate SetEpochDeadline: six cgo crossings and several
@@ -25,8 +27,10 @@ typedef struct wasm_trap_t wasm_trap_t;
 typedef struct { size_t size; char *data; } capsule_bytes_t;
 // wasmtime_func_t (wasmtime/extern.h).
 typedef struct { uint64_t store_id; size_t private_; } capsule_func_t;
+// wasmtime_memory_t (wasmtime/extern.h).
+typedef struct { uint64_t store_id; size_t private_; } capsule_memory_t;
 // wasmtime_extern_t (wasmtime/extern.h): every member of its union is 16 bytes.
-typedef struct { uint8_t kind; union { capsule_func_t func; } of; } capsule_extern_t;
+typedef struct { uint8_t kind; union { capsule_func_t func; capsule_memory_t memory; } of; } capsule_extern_t;
 // wasmtime_val_raw_t (wasmtime/val.h): a 16-byte union whose scalars sit at
 // offset 0, little-endian, i32 and f32 in the low 4 bytes.
 typedef struct { uint64_t lo, hi; } capsule_raw_t;
@@ -41,6 +45,8 @@ extern void wasmtime_error_message(const wasmtime_error_t *, capsule_bytes_t *);
 extern bool wasmtime_error_exit_status(const wasmtime_error_t *, int *);
 extern void wasmtime_error_delete(wasmtime_error_t *);
 extern void wasm_byte_vec_delete(capsule_bytes_t *);
+extern uint8_t *wasmtime_memory_data(const wasmtime_context_t *, const capsule_memory_t *);
+extern size_t wasmtime_memory_data_size(const wasmtime_context_t *, const capsule_memory_t *);
 
 // capsule_outcome_t is a call's failure: at most one of the two is set.
 typedef struct { wasmtime_error_t *err; wasm_trap_t *trap; } capsule_outcome_t;
@@ -91,6 +97,15 @@ static void capsule_read_failure(capsule_outcome_t o, capsule_failure_t *f) {
 }
 
 static capsule_func_t capsule_extern_func(const capsule_extern_t *e) { return e->of.func; }
+static capsule_memory_t capsule_extern_memory(const capsule_extern_t *e) { return e->of.memory; }
+
+// capsule_span_t is a memory's current bytes, read in one crossing.
+typedef struct { uint8_t *data; size_t size; } capsule_span_t;
+
+static capsule_span_t capsule_memory(const wasmtime_context_t *cx, const capsule_memory_t *m) {
+	capsule_span_t s = {wasmtime_memory_data(cx, m), wasmtime_memory_data_size(cx, m)};
+	return s;
+}
 */
 import "C"
 
@@ -174,7 +189,9 @@ func (in *instance) call(ex *export, vals []C.capsule_raw_t, deadline bool, para
 	if deadline {
 		d = 1
 	}
-	return C.capsule_call((*C.wasmtime_context_t)(in.key), &ex.raw, &vals[0], C.size_t(len(vals)), d)
+	o := C.capsule_call((*C.wasmtime_context_t)(in.key), &ex.raw, &vals[0], C.size_t(len(vals)), d)
+	in.raw.guestRan()
+	return o
 }
 
 // failed reports whether o is a failure.
@@ -204,11 +221,40 @@ func readFailure(o C.capsule_outcome_t) failure {
 	return f
 }
 
-// rawBufs are an instance's reused raw value buffers: one for export
-// calls, one for cabi_realloc (which may run inside an export call).
+// rawBufs are an instance's reused raw value buffers, one for export
+// calls and one for cabi_realloc (which may run inside an export call),
+// and its memory: the wasmtime_memory_t and, while no guest code has run
+// since it was read, its bytes.
 type rawBufs struct {
 	vals    []C.capsule_raw_t
 	realloc [4]C.capsule_raw_t
+	mem     C.capsule_memory_t
+	span    []byte // valid while spanOK
+	spanOK  bool
+}
+
+// guestRan forgets the memory's bytes: the guest may have grown, and so
+// moved, them. Only guest code grows this memory (it is not shared, WASI
+// does not grow it, threads are off), so it is called wherever guest code
+// may have run: after every raw call and on entry to every host function.
+func (b *rawBufs) guestRan() {
+	b.span, b.spanOK = nil, false
+}
+
+// setMemory makes mem the memory memData reads.
+func (b *rawBufs) setMemory(mem *wasmtime.Memory) {
+	ext := mem.AsExtern()
+	b.mem = C.capsule_extern_memory((*C.capsule_extern_t)(unsafe.Pointer(&ext)))
+}
+
+// memData is the instance memory's current bytes (set by setMemory),
+// read once until the guest next runs (guestRan).
+func (in *instance) memData() []byte {
+	if !in.raw.spanOK {
+		s := C.capsule_memory((*C.wasmtime_context_t)(in.key), &in.raw.mem)
+		in.raw.span, in.raw.spanOK = unsafe.Slice((*byte)(unsafe.Pointer(s.data)), int(s.size)), true
+	}
+	return in.raw.span
 }
 
 // buf is the export-call buffer, at least n long.

@@ -237,6 +237,7 @@ func (e *eng) hostFunc(f engine.HostFunc) func(*wasmtime.Caller, []wasmtime.Val)
 			return nil, wasmtime.NewTrap("host function called from an unknown store")
 		}
 		in := v.(*instance)
+		in.raw.guestRan()
 		stack := make([]uint64, n)
 		for i, a := range args {
 			stack[i] = toU64(a)
@@ -473,7 +474,9 @@ func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (en
 	}
 	in.inst = inst
 	if ex := inst.GetExport(store, "memory"); ex != nil {
-		in.mem = ex.Memory()
+		if in.mem = ex.Memory(); in.mem != nil {
+			in.raw.setMemory(in.mem)
+		}
 	}
 	if m.hasInit {
 		if _, err := in.Call(ctx, "_initialize"); err != nil {
@@ -719,6 +722,7 @@ func trimTrap(msg string) string {
 func (in *instance) Close(ctx context.Context) error {
 	in.closeOnce.Do(func() {
 		in.closed = true
+		in.raw.guestRan() // the span dies with the store
 		in.e.stores.Delete(in.key)
 		in.store.Close()
 		in.handle.Delete()
@@ -726,16 +730,16 @@ func (in *instance) Close(ctx context.Context) error {
 	return nil
 }
 
-// memory reads through the cached *Memory of the instance, with whatever
-// Storelike is current; copies in and out so no slice of guest memory
-// outlives a call.
+// memory reads the instance's exported memory through memData (one
+// crossing per stretch of host code); copies in and out so no slice of
+// guest memory outlives a call.
 type memory struct{ in *instance }
 
 func (m memory) data() []byte {
 	if m.in.mem == nil || m.in.closed {
 		return nil
 	}
-	return m.in.mem.UnsafeData(m.in.cur)
+	return m.in.memData()
 }
 
 func (m memory) Read(off, n uint32) ([]byte, bool) {
@@ -767,5 +771,5 @@ func (m memory) Size() uint32 {
 	if m.in.mem == nil || m.in.closed {
 		return 0
 	}
-	return uint32(m.in.mem.DataSize(m.in.cur))
+	return uint32(len(m.in.memData()))
 }

@@ -96,6 +96,64 @@ static void capsule_read_failure(capsule_outcome_t o, capsule_failure_t *f) {
 	}
 }
 
+// Host functions are defined unchecked too: wasmtime hands the raw values
+// to capsule_host_cb, which passes them to Go in one C-to-Go crossing with
+// the caller's context (the same pointer as the store's). env is a
+// cgo.Handle of the *hostEntry, deleted by the finalizer when wasmtime
+// drops the function (the linker and every store holding it are gone).
+typedef struct wasmtime_linker wasmtime_linker_t;
+typedef struct wasmtime_caller wasmtime_caller_t;
+typedef struct wasm_functype_t wasm_functype_t;
+typedef struct wasm_valtype_t wasm_valtype_t;
+// wasm_valtype_vec_t (wasm.h).
+typedef struct { size_t size; wasm_valtype_t **data; } capsule_valtypes_t;
+
+extern wasm_valtype_t *wasm_valtype_new(uint8_t);
+extern void wasm_valtype_vec_new_uninitialized(capsule_valtypes_t *, size_t);
+extern wasm_functype_t *wasm_functype_new(capsule_valtypes_t *, capsule_valtypes_t *);
+extern void wasm_functype_delete(wasm_functype_t *);
+extern wasmtime_context_t *wasmtime_caller_context(wasmtime_caller_t *);
+extern wasm_trap_t *wasmtime_trap_new(const char *, size_t);
+extern wasmtime_error_t *wasmtime_linker_define_func_unchecked(
+    wasmtime_linker_t *, const char *, size_t, const char *, size_t, const wasm_functype_t *,
+    wasm_trap_t *(*)(void *, wasmtime_caller_t *, capsule_raw_t *, size_t), void *, void (*)(void *));
+
+// Implemented in Go (hostcall_export.go).
+extern void *capsuleHostCall(uintptr_t, void *, void *, size_t);
+extern void capsuleHostFree(uintptr_t);
+
+static wasm_trap_t *capsule_host_cb(void *env, wasmtime_caller_t *caller, capsule_raw_t *vals, size_t n) {
+	return (wasm_trap_t *)capsuleHostCall((uintptr_t)env, wasmtime_caller_context(caller), vals, n);
+}
+
+static void capsule_host_free(void *env) { capsuleHostFree((uintptr_t)env); }
+
+static capsule_valtypes_t capsule_valtypes(const uint8_t *kinds, size_t n) {
+	capsule_valtypes_t v;
+	wasm_valtype_vec_new_uninitialized(&v, n);
+	for (size_t i = 0; i < n; i++) {
+		v.data[i] = wasm_valtype_new(kinds[i]);
+	}
+	return v;
+}
+
+// capsule_define defines module.name in linker as an unchecked host
+// function of the given wasm_valkind_t params and results.
+static capsule_outcome_t capsule_define(void *linker, _GoString_ module, _GoString_ name,
+                                        const uint8_t *params, size_t np, const uint8_t *results, size_t nr,
+                                        uintptr_t env) {
+	capsule_valtypes_t ps = capsule_valtypes(params, np), rs = capsule_valtypes(results, nr);
+	wasm_functype_t *ty = wasm_functype_new(&ps, &rs);
+	capsule_outcome_t o = {0, 0};
+	o.err = wasmtime_linker_define_func_unchecked((wasmtime_linker_t *)linker,
+	    _GoStringPtr(module), _GoStringLen(module), _GoStringPtr(name), _GoStringLen(name),
+	    ty, capsule_host_cb, (void *)env, capsule_host_free);
+	wasm_functype_delete(ty);
+	return o;
+}
+
+static wasm_trap_t *capsule_trap(_GoString_ msg) { return wasmtime_trap_new(_GoStringPtr(msg), _GoStringLen(msg)); }
+
 static capsule_func_t capsule_extern_func(const capsule_extern_t *e) { return e->of.func; }
 static capsule_memory_t capsule_extern_memory(const capsule_extern_t *e) { return e->of.memory; }
 
@@ -110,8 +168,14 @@ static capsule_span_t capsule_memory(const wasmtime_context_t *cx, const capsule
 import "C"
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/bytecodealliance/wasmtime-go/v25"
@@ -231,6 +295,8 @@ type rawBufs struct {
 	mem     C.capsule_memory_t
 	span    []byte // valid while spanOK
 	spanOK  bool
+	stacks  [][]uint64 // host function stacks, by nesting depth
+	depth   int
 }
 
 // guestRan forgets the memory's bytes: the guest may have grown, and so
@@ -263,4 +329,147 @@ func (b *rawBufs) buf(n int) []C.capsule_raw_t {
 		b.vals = make([]C.capsule_raw_t, n)
 	}
 	return b.vals[:n]
+}
+
+// linkerLayoutOK checks, once, that wasmtime.Linker still starts with its
+// raw C pointer, which define passes to wasmtime; New refuses otherwise.
+var linkerLayoutOK = startsWithPtr(reflect.TypeOf(wasmtime.Linker{}))
+
+// hostEntry is one host function as wasmtime calls it (capsuleHostCall).
+type hostEntry struct {
+	e               *eng
+	fn              func(context.Context, engine.Caller, []uint64)
+	params, results []engine.ValueType
+}
+
+// hostEntries maps the env wasmtime passes back to its *hostEntry. Not
+// cgo.Handle: wasmtime's finalizer deletes the entry, and a Handle
+// deleted twice (or never made, when define fails early) would panic on
+// a C stack.
+var (
+	hostEntries sync.Map // uintptr → *hostEntry
+	hostIDs     atomic.Uintptr
+)
+
+// define links f into e's linker as an unchecked host function: wasmtime
+// passes raw values and capsuleHostCall runs f.Fn on them directly, with
+// none of wasmtime-go's per-call []Val, Caller and store-data lookups.
+func (e *eng) define(f engine.HostFunc) error {
+	ps, err := wasmKinds(f.Params)
+	if err != nil {
+		return err
+	}
+	rs, err := wasmKinds(f.Results)
+	if err != nil {
+		return err
+	}
+	if !utf8.ValidString(f.Module) || !utf8.ValidString(f.Name) {
+		return errors.New("module and name must be UTF-8")
+	}
+	id := hostIDs.Add(1)
+	hostEntries.Store(id, &hostEntry{e: e, fn: f.Fn, params: f.Params, results: f.Results})
+	linker := *(*unsafe.Pointer)(unsafe.Pointer(e.linker))
+	// From here wasmtime owns id: it runs the finalizer on failure too.
+	o := C.capsule_define(linker, f.Module, f.Name, kindsPtr(ps), C.size_t(len(ps)), kindsPtr(rs), C.size_t(len(rs)), C.uintptr_t(id))
+	runtime.KeepAlive(e.linker)
+	if failed(o) {
+		return errors.New(readFailure(o).msg)
+	}
+	return nil
+}
+
+func kindsPtr(k []C.uint8_t) *C.uint8_t {
+	if len(k) == 0 {
+		return nil
+	}
+	return &k[0]
+}
+
+// wasmKinds maps the seam's value types to wasm_valkind_t.
+func wasmKinds(vs []engine.ValueType) ([]C.uint8_t, error) {
+	out := make([]C.uint8_t, len(vs))
+	for i, v := range vs {
+		switch v {
+		case engine.I32:
+			out[i] = C.uint8_t(wasmtime.KindI32)
+		case engine.I64:
+			out[i] = C.uint8_t(wasmtime.KindI64)
+		case engine.F32:
+			out[i] = C.uint8_t(wasmtime.KindF32)
+		case engine.F64:
+			out[i] = C.uint8_t(wasmtime.KindF64)
+		default:
+			return nil, fmt.Errorf("unsupported value type %v", v)
+		}
+	}
+	return out, nil
+}
+
+// hostCall runs one call of host function id from the guest of the store
+// whose context is cx; vals holds its params and receives its results. A
+// panic here would cross wasmtime's C frames, so nothing here panics:
+// runHost recovers the body's, and a body's *Trap is kept on the instance
+// while the guest is unwound with a wasmtime trap, so Call returns the
+// original *Trap.
+func hostCall(id uintptr, cx, vals unsafe.Pointer, n int) unsafe.Pointer {
+	v, ok := hostEntries.Load(id)
+	if !ok {
+		return newTrap("capsule-host: unknown host function")
+	}
+	he := v.(*hostEntry)
+	iv, ok := he.e.stores.Load(cx)
+	if !ok {
+		return newTrap("host function called from an unknown store")
+	}
+	in := iv.(*instance)
+	if n < max(len(he.params), len(he.results)) {
+		return newTrap("capsule-host: host function called with too few values")
+	}
+	in.raw.guestRan()
+	raw := unsafe.Slice((*C.capsule_raw_t)(vals), n)
+	stack := in.raw.hostStack(n)
+	for i, t := range he.params {
+		stack[i] = result(t, raw[i])
+	}
+	t := in.runHost(he.fn, stack)
+	in.raw.depth--
+	if t != nil {
+		if in.hostTrap == nil {
+			in.hostTrap = t
+		}
+		return newTrap(t.Reason)
+	}
+	// wazero closes the module the moment the call's ctx ends, so a
+	// guest never runs on after a host function that returned because
+	// of it (e.g. a wait cut short by the deadline). Match that here
+	// rather than waiting for the next epoch tick.
+	if in.ctx != nil && in.ctx.Err() != nil {
+		in.interrupted = true
+		return newTrap("capsule-host: call interrupted")
+	}
+	for i := range he.results {
+		raw[i] = C.capsule_raw_t{lo: C.uint64_t(stack[i])}
+	}
+	return nil
+}
+
+func newTrap(msg string) unsafe.Pointer { return unsafe.Pointer(C.capsule_trap(msg)) }
+
+// hostStack is a zeroed stack of n values for a host function at the
+// current nesting depth (a host function may call cabi_realloc, whose
+// guest code may call host functions), reused across calls; the caller
+// decrements depth when the function returns.
+func (b *rawBufs) hostStack(n int) []uint64 {
+	if b.depth == len(b.stacks) {
+		b.stacks = append(b.stacks, nil)
+	}
+	s := b.stacks[b.depth]
+	if cap(s) < n {
+		s = make([]uint64, max(n, 8))
+		b.stacks[b.depth] = s
+	}
+	b.depth++
+	s = s[:n]
+	clear(s)
+	return s
 }

@@ -6,11 +6,12 @@
 //
 // Behaviour matches host/engine/wazero exactly: same trap reasons, same
 // error classes, same WASI surface. Why these choices (RFC.md §5):
-//   - host functions use Linker.FuncNew with an explicit FuncType (the
-//     reflective FuncWrap costs ~3× more per crossing); the calling
-//     instance is found from the Caller's store context in a map, and its
-//     memory and cabi_realloc handles are cached per instance, never
-//     looked up with Caller.GetExport on the hot path;
+//   - host functions are defined unchecked on the linker's raw pointer
+//     (wasmtime-go's FuncNew converts every value through []Val and looks
+//     up its store data on each crossing): one C-to-Go crossing with raw
+//     values; the calling instance is found from the caller's store
+//     context in a map, and its memory and cabi_realloc are resolved once
+//     per instance (rawcall.go);
 //   - exports and cabi_realloc are called unchecked, typed once at lookup,
 //     in one cgo crossing that also renews the epoch deadline (rawcall.go;
 //     wasmtime-go's Func.Call re-reads the type on every call);
@@ -29,7 +30,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"runtime/cgo"
 	"slices"
@@ -78,8 +78,8 @@ func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) 
 	if !storeLayoutOK {
 		return nil, errors.New("wasmtime: this wasmtime-go version's Store layout is not the one this package was written for (v25)")
 	}
-	if !externLayoutOK {
-		return nil, errors.New("wasmtime: this wasmtime-go version's wasmtime_extern_t layout is not the one this package was written for (v25)")
+	if !linkerLayoutOK || !externLayoutOK {
+		return nil, errors.New("wasmtime: this wasmtime-go version's Linker or wasmtime_extern_t layout is not the one this package was written for (v25)")
 	}
 	if cfg.MemoryLimitPages > 65536 {
 		return nil, fmt.Errorf("wasmtime: memory limit %d pages exceeds the wasm32 maximum 65536", cfg.MemoryLimitPages)
@@ -123,11 +123,7 @@ func (e *eng) link(funcs []engine.HostFunc) error {
 			return fmt.Errorf("wasmtime: host function %q %q registered twice", f.Module, f.Name)
 		}
 		seen[k] = true
-		ty, err := funcType(f.Params, f.Results)
-		if err != nil {
-			return fmt.Errorf("wasmtime: host function %q %q: %w", f.Module, f.Name, err)
-		}
-		if err := e.linker.FuncNew(f.Module, f.Name, ty, e.hostFunc(f)); err != nil {
+		if err := e.define(f); err != nil {
 			return fmt.Errorf("wasmtime: host function %q %q: %w", f.Module, f.Name, err)
 		}
 	}
@@ -136,47 +132,15 @@ func (e *eng) link(funcs []engine.HostFunc) error {
 	}
 	// fd_write replaces wasmtime's: output goes to the instance's writers.
 	e.linker.AllowShadowing(true)
-	ty, _ := funcType([]engine.ValueType{engine.I32, engine.I32, engine.I32, engine.I32}, []engine.ValueType{engine.I32})
-	if err := e.linker.FuncNew(wasiModule, "fd_write", ty, e.hostFunc(engine.HostFunc{
+	if err := e.define(engine.HostFunc{
 		Module: wasiModule, Name: "fd_write",
 		Params: []engine.ValueType{engine.I32, engine.I32, engine.I32, engine.I32}, Results: []engine.ValueType{engine.I32},
 		Fn: fdWrite,
-	})); err != nil {
+	}); err != nil {
 		return fmt.Errorf("wasmtime: WASI fd_write: %w", err)
 	}
 	e.linker.AllowShadowing(false)
 	return nil
-}
-
-func valType(v engine.ValueType) (*wasmtime.ValType, error) {
-	switch v {
-	case engine.I32:
-		return wasmtime.NewValType(wasmtime.KindI32), nil
-	case engine.I64:
-		return wasmtime.NewValType(wasmtime.KindI64), nil
-	case engine.F32:
-		return wasmtime.NewValType(wasmtime.KindF32), nil
-	case engine.F64:
-		return wasmtime.NewValType(wasmtime.KindF64), nil
-	}
-	return nil, fmt.Errorf("unsupported value type %v", v)
-}
-
-func funcType(params, results []engine.ValueType) (*wasmtime.FuncType, error) {
-	ps := make([]*wasmtime.ValType, len(params))
-	rs := make([]*wasmtime.ValType, len(results))
-	var err error
-	for i, v := range params {
-		if ps[i], err = valType(v); err != nil {
-			return nil, err
-		}
-	}
-	for i, v := range results {
-		if rs[i], err = valType(v); err != nil {
-			return nil, err
-		}
-	}
-	return wasmtime.NewFuncType(ps, rs), nil
 }
 
 func fromKinds(vs []*wasmtime.ValType) []engine.ValueType {
@@ -196,76 +160,6 @@ func fromKinds(vs []*wasmtime.ValType) []engine.ValueType {
 		}
 	}
 	return out
-}
-
-func toU64(v wasmtime.Val) uint64 {
-	switch v.Kind() {
-	case wasmtime.KindI32:
-		return uint64(uint32(v.I32()))
-	case wasmtime.KindI64:
-		return uint64(v.I64())
-	case wasmtime.KindF32:
-		return uint64(math.Float32bits(v.F32()))
-	case wasmtime.KindF64:
-		return math.Float64bits(v.F64())
-	}
-	return 0
-}
-
-func fromU64(t engine.ValueType, x uint64) wasmtime.Val {
-	switch t {
-	case engine.I64:
-		return wasmtime.ValI64(int64(x))
-	case engine.F32:
-		return wasmtime.ValF32(math.Float32frombits(uint32(x)))
-	case engine.F64:
-		return wasmtime.ValF64(math.Float64frombits(x))
-	}
-	return wasmtime.ValI32(int32(uint32(x)))
-}
-
-// hostFunc adapts an engine.HostFunc body to a FuncNew callback. A panic
-// never crosses into wasmtime-go (which would re-panic it in the caller's
-// goroutine): it is recovered here, kept on the instance, and the guest
-// is unwound with a wasmtime trap; Call then returns the original *Trap.
-func (e *eng) hostFunc(f engine.HostFunc) func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	n := max(len(f.Params), len(f.Results))
-	results := f.Results
-	return func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-		v, ok := e.stores.Load(unsafe.Pointer(c.Context()))
-		if !ok {
-			return nil, wasmtime.NewTrap("host function called from an unknown store")
-		}
-		in := v.(*instance)
-		in.raw.guestRan()
-		stack := make([]uint64, n)
-		for i, a := range args {
-			stack[i] = toU64(a)
-		}
-		prev := in.cur
-		in.cur = c
-		t := in.runHost(f.Fn, stack)
-		in.cur = prev
-		if t != nil {
-			if in.hostTrap == nil {
-				in.hostTrap = t
-			}
-			return nil, wasmtime.NewTrap(t.Reason)
-		}
-		// wazero closes the module the moment the call's ctx ends, so a
-		// guest never runs on after a host function that returned because
-		// of it (e.g. a wait cut short by the deadline). Match that here
-		// rather than waiting for the next epoch tick.
-		if in.ctx != nil && in.ctx.Err() != nil {
-			in.interrupted = true
-			return nil, wasmtime.NewTrap("capsule-host: call interrupted")
-		}
-		out := make([]wasmtime.Val, len(results))
-		for i, r := range results {
-			out[i] = fromU64(r, stack[i])
-		}
-		return out, nil
-	}
 }
 
 // runHost runs fn, turning a panic into the *engine.Trap wazero would
@@ -459,7 +353,6 @@ func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (en
 	setEpochCallback(store, in.handle)
 	in.key = unsafe.Pointer(store.Context())
 	e.stores.Store(in.key, in)
-	in.cur = store
 
 	in.ctx = ctx
 	e.enter()
@@ -473,6 +366,7 @@ func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (en
 		return nil, fmt.Errorf("wasmtime: instantiate %s: %w", cfg.Name, cerr)
 	}
 	in.inst = inst
+	in.realloc, in.reallocErr = reallocOf(store, inst)
 	if ex := inst.GetExport(store, "memory"); ex != nil {
 		if in.mem = ex.Memory(); in.mem != nil {
 			in.raw.setMemory(in.mem)
@@ -502,9 +396,10 @@ func instanceLimit(engine, inst uint32) uint32 {
 }
 
 // instance is one store with one guest instance; it is also the
-// engine.Caller its host functions see. cur is the Storelike to use right
-// now: the Caller while a host function runs (wasmtime forbids touching
-// the store through another path then), the Store otherwise.
+// engine.Caller its host functions see. Everything a host function
+// touches (memory, cabi_realloc) goes through key, the store's context
+// pointer, which is also the context wasmtime gives a host function's
+// caller; wasmtime-go's Store is used only outside calls.
 type instance struct {
 	e      *eng
 	name   string
@@ -519,14 +414,14 @@ type instance struct {
 
 	// Per call (instances are never used concurrently).
 	ctx         context.Context
-	cur         wasmtime.Storelike
 	hostTrap    *engine.Trap
 	interrupted bool
 
-	raw       rawBufs
-	realloc   *export
-	closed    bool
-	closeOnce sync.Once
+	raw        rawBufs
+	realloc    *export
+	reallocErr *engine.Trap // why realloc is nil
+	closed     bool
+	closeOnce  sync.Once
 }
 
 func (in *instance) Memory() engine.Memory { return memory{in} }
@@ -536,21 +431,27 @@ func (in *instance) Realloc(ctx context.Context, oldPtr, oldSize, align, newSize
 		return 0, &engine.Trap{Reason: "instance is closed"}
 	}
 	if in.realloc == nil {
-		fn := in.inst.GetFunc(in.cur, "cabi_realloc")
-		if fn == nil {
-			return 0, &engine.Trap{Reason: "guest does not export cabi_realloc"}
-		}
-		ex, err := newExport(in.cur, fn)
-		if err != nil || !slices.Equal(ex.params, reallocParams) || !slices.Equal(ex.results, reallocResults) {
-			return 0, &engine.Trap{Reason: "cabi_realloc has the wrong signature"}
-		}
-		in.realloc = ex
+		return 0, in.reallocErr
 	}
 	vals := in.raw.realloc[:]
 	if o := in.call(in.realloc, vals, false, []uint64{uint64(oldPtr), uint64(oldSize), uint64(align), uint64(newSize)}); failed(o) {
 		return 0, in.failure(ctx, readFailure(o))
 	}
 	return uint32(result(engine.I32, vals[0])), nil
+}
+
+// reallocOf finds and types cabi_realloc once, at instantiation, outside
+// any call: or the trap Realloc returns instead.
+func reallocOf(s wasmtime.Storelike, inst *wasmtime.Instance) (*export, *engine.Trap) {
+	fn := inst.GetFunc(s, "cabi_realloc")
+	if fn == nil {
+		return nil, &engine.Trap{Reason: "guest does not export cabi_realloc"}
+	}
+	ex, err := newExport(s, fn)
+	if err != nil || !slices.Equal(ex.params, reallocParams) || !slices.Equal(ex.results, reallocResults) {
+		return nil, &engine.Trap{Reason: "cabi_realloc has the wrong signature"}
+	}
+	return ex, nil
 }
 
 var (
@@ -579,7 +480,7 @@ func (in *instance) Call(ctx context.Context, name string, params ...uint64) ([]
 		return nil, fmt.Errorf("%w: %w", engine.ErrInterrupted, err)
 	}
 	vals := in.raw.buf(max(len(ex.params), len(ex.results), 1))
-	in.ctx, in.cur, in.hostTrap, in.interrupted = ctx, in.store, nil, false
+	in.ctx, in.hostTrap, in.interrupted = ctx, nil, false
 	in.e.enter()
 	o := in.call(ex, vals, true, params)
 	in.e.exit()

@@ -152,6 +152,7 @@ func Run(t *testing.T, ctor Ctor) {
 	t.Run("BadHostFuncs", func(t *testing.T) { testBadHostFuncs(t, ctor) })
 	t.Run("ConcurrentInstances", func(t *testing.T) { testConcurrent(t, ctor) })
 	t.Run("MissingExport", func(t *testing.T) { testMissingExport(t, ctor) })
+	t.Run("WrongParamCount", func(t *testing.T) { testParamCount(t, ctor) })
 	t.Run("UseAfterClose", func(t *testing.T) { testUseAfterClose(t, ctor) })
 	t.Run("Link", func(t *testing.T) { testLink(t, ctor) })
 	t.Run("LinkRefused", func(t *testing.T) { testLinkRefused(t, ctor) })
@@ -624,6 +625,32 @@ func testMissingExport(t *testing.T, ctor Ctor) {
 	}
 	if err := f.Inst.Close(context.Background()); err != nil {
 		t.Fatalf("second Close: %v", err)
+	}
+}
+
+// testParamCount: a call with the wrong number of params is refused
+// before anything runs, with wazero's wording, and the instance stays
+// usable (an engine that calls unchecked must count them itself).
+func testParamCount(t *testing.T, ctor Ctor) {
+	f := NewFixture(t, ctor, engine.EngineConfig{})
+	for _, tc := range []struct {
+		export string
+		params []uint64
+		reason string
+	}{
+		{"add", []uint64{1}, "expected 2 params, but passed 1"},
+		{"add", []uint64{1, 2, 3}, "expected 2 params, but passed 3"},
+		{"wide", nil, "expected 3 params, but passed 0"},
+		{"inited", []uint64{1}, "expected 0 params, but passed 1"},
+	} {
+		_, err := f.Inst.Call(context.Background(), tc.export, tc.params...)
+		var tr *engine.Trap
+		if !errors.As(err, &tr) || tr.Reason != tc.reason {
+			t.Fatalf("%s%v: err = %v, want trap %q", tc.export, tc.params, err, tc.reason)
+		}
+	}
+	if got := f.call(t, "add", 40, 2); got != 42 {
+		t.Fatalf("add after refused calls = %d", got)
 	}
 }
 

@@ -57,10 +57,14 @@ import (
 // raw C pointer: the only field this package reads behind wasmtime-go's
 // back. A version bump that moves it fails New with a clear error instead
 // of corrupting memory.
-var storeLayoutOK = func() bool {
-	t := reflect.TypeOf(wasmtime.Store{})
-	return t.NumField() > 0 && t.Field(0).Name == "_ptr" && t.Field(0).Offset == 0 && t.Field(0).Type.Kind() == reflect.Pointer
-}()
+var storeLayoutOK = startsWithPtr(reflect.TypeOf(wasmtime.Store{}))
+
+// startsWithPtr reports whether struct type t's first field is its raw C
+// pointer, wasmtime-go's "_ptr".
+func startsWithPtr(t reflect.Type) bool {
+	return t.Kind() == reflect.Struct && t.NumField() > 0 && t.Field(0).Name == "_ptr" &&
+		t.Field(0).Offset == 0 && t.Field(0).Type.Kind() == reflect.Pointer
+}
 
 // setEpochCallback installs the per-store callback; h resolves to the
 // *instance whose ctx decides.

@@ -6,11 +6,15 @@
 //
 // Behaviour matches host/engine/wazero exactly: same trap reasons, same
 // error classes, same WASI surface. Why these choices (RFC.md §5):
-//   - host functions use Linker.FuncNew with an explicit FuncType (the
-//     reflective FuncWrap costs ~3× more per crossing); the calling
-//     instance is found from the Caller's store context in a map, and its
-//     memory and cabi_realloc handles are cached per instance, never
-//     looked up with Caller.GetExport on the hot path;
+//   - host functions are defined unchecked on the linker's raw pointer
+//     (wasmtime-go's FuncNew converts every value through []Val and looks
+//     up its store data on each crossing): one C-to-Go crossing with raw
+//     values; the calling instance is found from the caller's store
+//     context in a map, and its memory and cabi_realloc are resolved once
+//     per instance (rawcall.go);
+//   - exports and cabi_realloc are called unchecked, typed once at lookup,
+//     in one cgo crossing that also renews the epoch deadline (rawcall.go;
+//     wasmtime-go's Func.Call re-reads the type on every call);
 //   - deadlines and cancellation use epoch interruption: one ticker per
 //     engine bumps the epoch while any call runs, and a per-store epoch
 //     callback checks that call's ctx on each tick (epoch.go);
@@ -26,9 +30,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime"
 	"runtime/cgo"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -74,6 +78,9 @@ func New(ctx context.Context, cfg engine.EngineConfig, funcs []engine.HostFunc) 
 	if !storeLayoutOK {
 		return nil, errors.New("wasmtime: this wasmtime-go version's Store layout is not the one this package was written for (v25)")
 	}
+	if !linkerLayoutOK || !externLayoutOK {
+		return nil, errors.New("wasmtime: this wasmtime-go version's Linker or wasmtime_extern_t layout is not the one this package was written for (v25)")
+	}
 	if cfg.MemoryLimitPages > 65536 {
 		return nil, fmt.Errorf("wasmtime: memory limit %d pages exceeds the wasm32 maximum 65536", cfg.MemoryLimitPages)
 	}
@@ -116,11 +123,7 @@ func (e *eng) link(funcs []engine.HostFunc) error {
 			return fmt.Errorf("wasmtime: host function %q %q registered twice", f.Module, f.Name)
 		}
 		seen[k] = true
-		ty, err := funcType(f.Params, f.Results)
-		if err != nil {
-			return fmt.Errorf("wasmtime: host function %q %q: %w", f.Module, f.Name, err)
-		}
-		if err := e.linker.FuncNew(f.Module, f.Name, ty, e.hostFunc(f)); err != nil {
+		if err := e.define(f); err != nil {
 			return fmt.Errorf("wasmtime: host function %q %q: %w", f.Module, f.Name, err)
 		}
 	}
@@ -129,47 +132,15 @@ func (e *eng) link(funcs []engine.HostFunc) error {
 	}
 	// fd_write replaces wasmtime's: output goes to the instance's writers.
 	e.linker.AllowShadowing(true)
-	ty, _ := funcType([]engine.ValueType{engine.I32, engine.I32, engine.I32, engine.I32}, []engine.ValueType{engine.I32})
-	if err := e.linker.FuncNew(wasiModule, "fd_write", ty, e.hostFunc(engine.HostFunc{
+	if err := e.define(engine.HostFunc{
 		Module: wasiModule, Name: "fd_write",
 		Params: []engine.ValueType{engine.I32, engine.I32, engine.I32, engine.I32}, Results: []engine.ValueType{engine.I32},
 		Fn: fdWrite,
-	})); err != nil {
+	}); err != nil {
 		return fmt.Errorf("wasmtime: WASI fd_write: %w", err)
 	}
 	e.linker.AllowShadowing(false)
 	return nil
-}
-
-func valType(v engine.ValueType) (*wasmtime.ValType, error) {
-	switch v {
-	case engine.I32:
-		return wasmtime.NewValType(wasmtime.KindI32), nil
-	case engine.I64:
-		return wasmtime.NewValType(wasmtime.KindI64), nil
-	case engine.F32:
-		return wasmtime.NewValType(wasmtime.KindF32), nil
-	case engine.F64:
-		return wasmtime.NewValType(wasmtime.KindF64), nil
-	}
-	return nil, fmt.Errorf("unsupported value type %v", v)
-}
-
-func funcType(params, results []engine.ValueType) (*wasmtime.FuncType, error) {
-	ps := make([]*wasmtime.ValType, len(params))
-	rs := make([]*wasmtime.ValType, len(results))
-	var err error
-	for i, v := range params {
-		if ps[i], err = valType(v); err != nil {
-			return nil, err
-		}
-	}
-	for i, v := range results {
-		if rs[i], err = valType(v); err != nil {
-			return nil, err
-		}
-	}
-	return wasmtime.NewFuncType(ps, rs), nil
 }
 
 func fromKinds(vs []*wasmtime.ValType) []engine.ValueType {
@@ -189,75 +160,6 @@ func fromKinds(vs []*wasmtime.ValType) []engine.ValueType {
 		}
 	}
 	return out
-}
-
-func toU64(v wasmtime.Val) uint64 {
-	switch v.Kind() {
-	case wasmtime.KindI32:
-		return uint64(uint32(v.I32()))
-	case wasmtime.KindI64:
-		return uint64(v.I64())
-	case wasmtime.KindF32:
-		return uint64(math.Float32bits(v.F32()))
-	case wasmtime.KindF64:
-		return math.Float64bits(v.F64())
-	}
-	return 0
-}
-
-func fromU64(t engine.ValueType, x uint64) wasmtime.Val {
-	switch t {
-	case engine.I64:
-		return wasmtime.ValI64(int64(x))
-	case engine.F32:
-		return wasmtime.ValF32(math.Float32frombits(uint32(x)))
-	case engine.F64:
-		return wasmtime.ValF64(math.Float64frombits(x))
-	}
-	return wasmtime.ValI32(int32(uint32(x)))
-}
-
-// hostFunc adapts an engine.HostFunc body to a FuncNew callback. A panic
-// never crosses into wasmtime-go (which would re-panic it in the caller's
-// goroutine): it is recovered here, kept on the instance, and the guest
-// is unwound with a wasmtime trap; Call then returns the original *Trap.
-func (e *eng) hostFunc(f engine.HostFunc) func(*wasmtime.Caller, []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-	n := max(len(f.Params), len(f.Results))
-	results := f.Results
-	return func(c *wasmtime.Caller, args []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
-		v, ok := e.stores.Load(unsafe.Pointer(c.Context()))
-		if !ok {
-			return nil, wasmtime.NewTrap("host function called from an unknown store")
-		}
-		in := v.(*instance)
-		stack := make([]uint64, n)
-		for i, a := range args {
-			stack[i] = toU64(a)
-		}
-		prev := in.cur
-		in.cur = c
-		t := in.runHost(f.Fn, stack)
-		in.cur = prev
-		if t != nil {
-			if in.hostTrap == nil {
-				in.hostTrap = t
-			}
-			return nil, wasmtime.NewTrap(t.Reason)
-		}
-		// wazero closes the module the moment the call's ctx ends, so a
-		// guest never runs on after a host function that returned because
-		// of it (e.g. a wait cut short by the deadline). Match that here
-		// rather than waiting for the next epoch tick.
-		if in.ctx != nil && in.ctx.Err() != nil {
-			in.interrupted = true
-			return nil, wasmtime.NewTrap("capsule-host: call interrupted")
-		}
-		out := make([]wasmtime.Val, len(results))
-		for i, r := range results {
-			out[i] = fromU64(r, stack[i])
-		}
-		return out, nil
-	}
 }
 
 // runHost runs fn, turning a panic into the *engine.Trap wazero would
@@ -451,7 +353,6 @@ func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (en
 	setEpochCallback(store, in.handle)
 	in.key = unsafe.Pointer(store.Context())
 	e.stores.Store(in.key, in)
-	in.cur = store
 
 	in.ctx = ctx
 	e.enter()
@@ -465,8 +366,11 @@ func (m *module) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (en
 		return nil, fmt.Errorf("wasmtime: instantiate %s: %w", cfg.Name, cerr)
 	}
 	in.inst = inst
+	in.realloc, in.reallocErr = reallocOf(store, inst)
 	if ex := inst.GetExport(store, "memory"); ex != nil {
-		in.mem = ex.Memory()
+		if in.mem = ex.Memory(); in.mem != nil {
+			in.raw.setMemory(in.mem)
+		}
 	}
 	if m.hasInit {
 		if _, err := in.Call(ctx, "_initialize"); err != nil {
@@ -491,15 +395,11 @@ func instanceLimit(engine, inst uint32) uint32 {
 	return engine
 }
 
-type export struct {
-	fn     *wasmtime.Func
-	params []engine.ValueType
-}
-
 // instance is one store with one guest instance; it is also the
-// engine.Caller its host functions see. cur is the Storelike to use right
-// now: the Caller while a host function runs (wasmtime forbids touching
-// the store through another path then), the Store otherwise.
+// engine.Caller its host functions see. Everything a host function
+// touches (memory, cabi_realloc) goes through key, the store's context
+// pointer, which is also the context wasmtime gives a host function's
+// caller; wasmtime-go's Store is used only outside calls.
 type instance struct {
 	e      *eng
 	name   string
@@ -514,98 +414,105 @@ type instance struct {
 
 	// Per call (instances are never used concurrently).
 	ctx         context.Context
-	cur         wasmtime.Storelike
 	hostTrap    *engine.Trap
 	interrupted bool
 
-	realloc   *wasmtime.Func
-	closed    bool
-	closeOnce sync.Once
+	raw        rawBufs
+	realloc    *export
+	reallocErr *engine.Trap // why realloc is nil
+	closed     bool
+	closeOnce  sync.Once
 }
 
 func (in *instance) Memory() engine.Memory { return memory{in} }
 
 func (in *instance) Realloc(ctx context.Context, oldPtr, oldSize, align, newSize uint32) (uint32, error) {
+	if in.closed {
+		return 0, &engine.Trap{Reason: "instance is closed"}
+	}
 	if in.realloc == nil {
-		in.realloc = in.inst.GetFunc(in.cur, "cabi_realloc")
-		if in.realloc == nil {
-			return 0, &engine.Trap{Reason: "guest does not export cabi_realloc"}
-		}
+		return 0, in.reallocErr
 	}
-	r, err := in.realloc.Call(in.cur, int32(oldPtr), int32(oldSize), int32(align), int32(newSize))
-	if err != nil {
-		return 0, in.convertErr(ctx, err)
+	vals := in.raw.realloc[:]
+	if o := in.call(in.realloc, vals, false, []uint64{uint64(oldPtr), uint64(oldSize), uint64(align), uint64(newSize)}); failed(o) {
+		return 0, in.failure(ctx, readFailure(o))
 	}
-	p, ok := r.(int32)
-	if !ok {
-		return 0, &engine.Trap{Reason: "cabi_realloc has the wrong signature"}
-	}
-	return uint32(p), nil
+	return uint32(result(engine.I32, vals[0])), nil
 }
 
+// reallocOf finds and types cabi_realloc once, at instantiation, outside
+// any call: or the trap Realloc returns instead.
+func reallocOf(s wasmtime.Storelike, inst *wasmtime.Instance) (*export, *engine.Trap) {
+	fn := inst.GetFunc(s, "cabi_realloc")
+	if fn == nil {
+		return nil, &engine.Trap{Reason: "guest does not export cabi_realloc"}
+	}
+	ex, err := newExport(s, fn)
+	if err != nil || !slices.Equal(ex.params, reallocParams) || !slices.Equal(ex.results, reallocResults) {
+		return nil, &engine.Trap{Reason: "cabi_realloc has the wrong signature"}
+	}
+	return ex, nil
+}
+
+var (
+	reallocParams  = []engine.ValueType{engine.I32, engine.I32, engine.I32, engine.I32}
+	reallocResults = []engine.ValueType{engine.I32}
+)
+
+// Call runs an export through the raw call (rawcall.go): its type was
+// read at lookup, so a call is one cgo crossing and one allocation (the
+// results).
 func (in *instance) Call(ctx context.Context, name string, params ...uint64) ([]uint64, error) {
 	if in.closed {
 		return nil, &engine.Trap{Reason: "instance is closed"}
 	}
-	ex, ok := in.fns[name]
-	if !ok {
-		fn := in.inst.GetFunc(in.store, name)
-		if fn == nil {
-			return nil, fmt.Errorf("wasmtime: %s: no exported function %q", in.name, name)
-		}
-		ex = &export{fn: fn, params: fromKinds(fn.Type(in.store).Params())}
-		in.fns[name] = ex
+	ex, err := in.export(name)
+	if err != nil {
+		return nil, err
+	}
+	if len(params) != len(ex.params) {
+		// wazero's wording, and like wazero before anything runs.
+		return nil, &engine.Trap{Reason: fmt.Sprintf("expected %d params, but passed %d", len(ex.params), len(params))}
 	}
 	if err := ctx.Err(); err != nil {
 		// wazero closes a module whose call ctx is already done.
 		in.closed = true
 		return nil, fmt.Errorf("%w: %w", engine.ErrInterrupted, err)
 	}
-	args := make([]any, len(params))
-	for i, p := range params {
-		t := engine.I32
-		if i < len(ex.params) {
-			t = ex.params[i]
-		}
-		switch t {
-		case engine.I64:
-			args[i] = int64(p)
-		case engine.F32:
-			args[i] = math.Float32frombits(uint32(p))
-		case engine.F64:
-			args[i] = math.Float64frombits(p)
-		default:
-			args[i] = int32(uint32(p))
-		}
-	}
-	in.ctx, in.cur, in.hostTrap, in.interrupted = ctx, in.store, nil, false
+	vals := in.raw.buf(max(len(ex.params), len(ex.results), 1))
+	in.ctx, in.hostTrap, in.interrupted = ctx, nil, false
 	in.e.enter()
-	in.store.SetEpochDeadline(1)
-	r, err := ex.fn.Call(in.store, args...)
+	o := in.call(ex, vals, true, params)
 	in.e.exit()
 	in.ctx = nil
-	if err != nil {
-		return nil, in.convertErr(ctx, err)
+	if failed(o) {
+		return nil, in.failure(ctx, readFailure(o))
 	}
-	switch v := r.(type) {
-	case nil:
+	if len(ex.results) == 0 {
 		return nil, nil
-	case []wasmtime.Val:
-		out := make([]uint64, len(v))
-		for i, x := range v {
-			out[i] = toU64(x)
-		}
-		return out, nil
-	case int32:
-		return []uint64{uint64(uint32(v))}, nil
-	case int64:
-		return []uint64{uint64(v)}, nil
-	case float32:
-		return []uint64{uint64(math.Float32bits(v))}, nil
-	case float64:
-		return []uint64{math.Float64bits(v)}, nil
 	}
-	return nil, &engine.Trap{Reason: fmt.Sprintf("unsupported result type %T", r)}
+	out := make([]uint64, len(ex.results))
+	for i, t := range ex.results {
+		out[i] = result(t, vals[i])
+	}
+	return out, nil
+}
+
+// export is the named export, looked up and typed once per instance.
+func (in *instance) export(name string) (*export, error) {
+	if ex, ok := in.fns[name]; ok {
+		return ex, nil
+	}
+	fn := in.inst.GetFunc(in.store, name)
+	if fn == nil {
+		return nil, fmt.Errorf("wasmtime: %s: no exported function %q", in.name, name)
+	}
+	ex, err := newExport(in.store, fn)
+	if err != nil {
+		return nil, fmt.Errorf("wasmtime: %s: export %q: %w", in.name, name, err)
+	}
+	in.fns[name] = ex
+	return ex, nil
 }
 
 // trapReasons are wazero's wording for each wasmtime trap code, so the
@@ -623,15 +530,49 @@ var trapReasons = map[wasmtime.TrapCode]string{
 	wasmtime.UnreachableCodeReached: "unreachable",
 }
 
-// convertErr maps a wasmtime call error onto the seam's classes: the
-// host's own *Trap (from a host function), ErrInterrupted for a ctx that
-// ended, and a *Trap with wazero's reason for everything else.
+// failure is what the host needs of a failed call's wasmtime trap or
+// error, read out and freed: the C object is gone when this exists.
+type failure struct {
+	hasCode, hasExit bool
+	code             wasmtime.TrapCode
+	exit             int32
+	msg              string
+}
+
+// convertErr maps an error of wasmtime-go's (instantiation) as failure
+// does.
 func (in *instance) convertErr(ctx context.Context, err error) error {
-	// The wasmtime trap or error is ours to free, and must be freed now:
-	// its backtrace keeps the module alive (compiled code, memory image
-	// memfd) after Module.Close and Engine.Close, until a GC happens to
-	// run its finalizer. Nothing returned below refers to it.
+	return in.failure(ctx, failureOf(err))
+}
+
+// failureOf reads and frees a wasmtime-go error. The wasmtime trap or
+// error must be freed now: its backtrace keeps the module alive (compiled
+// code, memory image memfd) after Module.Close and Engine.Close, until a
+// GC happens to run its finalizer.
+func failureOf(err error) failure {
 	defer freeErr(err)
+	var f failure
+	var wt *wasmtime.Trap
+	var we *wasmtime.Error
+	switch {
+	case errors.As(err, &wt):
+		if c := wt.Code(); c != nil {
+			f.hasCode, f.code = true, *c
+		}
+		f.msg = wt.Message()
+	case errors.As(err, &we):
+		f.exit, f.hasExit = we.ExitStatus()
+		f.msg = we.Error()
+	default:
+		f.msg = err.Error()
+	}
+	return f
+}
+
+// failure maps a failed call onto the seam's classes: the host's own
+// *Trap (from a host function), ErrInterrupted for a ctx that ended, and
+// a *Trap with wazero's reason for everything else.
+func (in *instance) failure(ctx context.Context, f failure) error {
 	if t := in.hostTrap; t != nil {
 		in.hostTrap = nil
 		return t
@@ -645,31 +586,20 @@ func (in *instance) convertErr(ctx context.Context, err error) error {
 		}
 		return fmt.Errorf("%w: %w", engine.ErrInterrupted, cerr)
 	}
-	var t *engine.Trap
-	if errors.As(err, &t) {
-		return t
-	}
-	var wt *wasmtime.Trap
-	if errors.As(err, &wt) {
-		if c := wt.Code(); c != nil {
-			if *c == wasmtime.Interrupt {
-				in.closed = true
-				return fmt.Errorf("%w: %w", engine.ErrInterrupted, context.DeadlineExceeded)
-			}
-			if r, ok := trapReasons[*c]; ok {
-				return &engine.Trap{Reason: r}
-			}
+	if f.hasCode {
+		if f.code == wasmtime.Interrupt {
+			in.closed = true
+			return fmt.Errorf("%w: %w", engine.ErrInterrupted, context.DeadlineExceeded)
 		}
-		return &engine.Trap{Reason: trimTrap(wt.Message())}
-	}
-	var we *wasmtime.Error
-	if errors.As(err, &we) {
-		if code, ok := we.ExitStatus(); ok {
-			in.closed = true // as wazero: proc_exit closes the module
-			return &engine.Trap{Reason: fmt.Sprintf("guest exited with code %d", uint32(code))}
+		if r, ok := trapReasons[f.code]; ok {
+			return &engine.Trap{Reason: r}
 		}
 	}
-	return &engine.Trap{Reason: trimTrap(err.Error())}
+	if f.hasExit {
+		in.closed = true // as wazero: proc_exit closes the module
+		return &engine.Trap{Reason: fmt.Sprintf("guest exited with code %d", uint32(f.exit))}
+	}
+	return &engine.Trap{Reason: trimTrap(f.msg)}
 }
 
 // freeErr frees the wasmtime object behind err, if any.
@@ -693,6 +623,7 @@ func trimTrap(msg string) string {
 func (in *instance) Close(ctx context.Context) error {
 	in.closeOnce.Do(func() {
 		in.closed = true
+		in.raw.guestRan() // the span dies with the store
 		in.e.stores.Delete(in.key)
 		in.store.Close()
 		in.handle.Delete()
@@ -700,16 +631,16 @@ func (in *instance) Close(ctx context.Context) error {
 	return nil
 }
 
-// memory reads through the cached *Memory of the instance, with whatever
-// Storelike is current; copies in and out so no slice of guest memory
-// outlives a call.
+// memory reads the instance's exported memory through memData (one
+// crossing per stretch of host code); copies in and out so no slice of
+// guest memory outlives a call.
 type memory struct{ in *instance }
 
 func (m memory) data() []byte {
 	if m.in.mem == nil || m.in.closed {
 		return nil
 	}
-	return m.in.mem.UnsafeData(m.in.cur)
+	return m.in.memData()
 }
 
 func (m memory) Read(off, n uint32) ([]byte, bool) {
@@ -741,5 +672,5 @@ func (m memory) Size() uint32 {
 	if m.in.mem == nil || m.in.closed {
 		return 0
 	}
-	return uint32(m.in.mem.DataSize(m.in.cur))
+	return uint32(len(m.in.memData()))
 }

@@ -178,7 +178,7 @@ fuzz:
 # default 10,100,1000,5000), EMU_MIB (MiB through the VT emulator per
 # size, default 100: issue 15's 100 MB). BENCH_WASMTIME_PKGS= skips the cgo leg.
 # A figure is only as good as the machine was quiet: the header says the load.
-BENCH_ANCHORS       := ClientVsTmux|KeystrokeCLIVsTmux|InterruptLatency|Snapshot|EmulatorThroughput|SpawnPath|SpawnWait|ListProcesses|Shutdown|Readopt|WarmColdRatio|ImportPair|KeyOf|StartToExitRatio|Capture1GiB|WarmCallPair|Scale|MCPToolCall|MCPNotifyLatency
+BENCH_ANCHORS       := ExecHelper|ClientVsTmux|KeystrokeCLIVsTmux|InterruptLatency|Snapshot|EmulatorThroughput|SpawnPath|SpawnWait|ListProcesses|Shutdown|Readopt|WarmColdRatio|ImportPair|KeyOf|StartToExitRatio|Capture1GiB|WarmCallPair|Scale|MCPToolCall|MCPNotifyLatency
 BENCHTIME           ?= 2s
 BENCH_CLUSTER       := ClusterRead|SpawnEtcdVsLocal|Lookup|ReserveRelease
 BENCH               ?= $(BENCH_ANCHORS)|$(BENCH_CLUSTER)
@@ -208,11 +208,13 @@ bench-smoke:
 	  BENCH_RAW=.build/bench-smoke/bench.raw.txt BENCHDOC_FLAGS=-require-anchors
 
 # client builds the lean client (-tags leanclient: the client commands
-# only, start-up under tmux's) as bin/capsule-host, with the full binary
-# it hands every other command to beside it as bin/capsule-hostd.
+# only, start-up under tmux's; static, CGO_ENABLED=0) as bin/capsule-host,
+# with the full binary it hands every other command to beside it as
+# bin/capsule-hostd (cgo where there is a C compiler: the exec helper's C
+# fast path, sandbox/local/helper_cgo.go).
 .PHONY: client
 client:
-	CGO_ENABLED=0 $(GO) build -o bin/capsule-hostd ./cmd/capsule-host
+	$(GO) build -o bin/capsule-hostd ./cmd/capsule-host
 	CGO_ENABLED=0 $(GO) build -tags leanclient -o bin/capsule-host ./cmd/capsule-host
 
 clean:

@@ -31,7 +31,7 @@ import (
 // or two iterations: a round takes about half a second) still gives
 // medians of 20 or more.
 //
-// It builds the binary with CGO_ENABLED=0 (what users install), starts
+// It builds the binaries as make client does (buildBinaries), starts
 // `capsule-host serve` and a tmux server on private sockets, and reports
 // each side's median and interquartile range in ms and the ratio of the
 // medians (the goal: call/tmux-new < 1, logs/tmux-capture < 1). It also
@@ -207,15 +207,19 @@ func (r *clientBench) apiLogs() error {
 	return err
 }
 
-// buildBinaries builds, with CGO_ENABLED=0 (what users install), the full
-// binary at full and the lean client build (-tags leanclient) at lean,
-// with the full one beside it as capsule-hostd for the commands it hands on.
+// buildBinaries builds, as make client does, the full binary at full
+// (cgo where there is a C compiler: its exec helper is the C constructor)
+// and the lean client build (-tags leanclient, CGO_ENABLED=0: a static
+// binary starts without the dynamic loader) at lean, with the full one
+// beside it as capsule-hostd for the commands it hands on.
 func buildBinaries(t testing.TB, full, lean string) {
 	t.Helper()
 	dir := filepath.Dir(lean)
 	for _, b := range [][]string{{"-o", full}, {"-o", filepath.Join(dir, "capsule-hostd")}, {"-tags", "leanclient", "-o", lean}} {
 		build := exec.Command("go", append(append([]string{"build"}, b...), ".")...)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b[0] == "-tags" {
+			build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		}
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("go build %v: %v\n%s", b, err, out)
 		}

@@ -30,8 +30,10 @@ var (
 	binErr  error
 )
 
-// builtBinary builds the command once per test binary (CGO off, as
-// shipped) into a directory removed at exit by the OS's temp cleaner.
+// builtBinary builds the command once per test binary (as the README
+// builds it: cgo where there is a C compiler, so the exec helper is the C
+// constructor, sandbox/local/helper_cgo.go) into a directory removed at
+// exit by the OS's temp cleaner.
 func builtBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -42,7 +44,6 @@ func builtBinary(t testing.TB) string {
 		}
 		binPath = filepath.Join(dir, "capsule-host")
 		build := exec.Command("go", "build", "-o", binPath, ".")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -54,14 +55,14 @@ func builtBinary(t testing.TB) string {
 }
 
 // skipSameBinary skips a test of the built binary in the -tags wasmtime
-// leg: builtBinary is the same CGO_ENABLED=0 build in both legs, so
+// leg: builtBinary is the same untagged build in both legs, so
 // running it twice would test nothing new and double the CI time.
 func skipSameBinary(t testing.TB) {
 	if testing.Short() {
 		t.Skip("SKIP: -short: builds the binary and runs real processes")
 	}
 	if taggedWasmtime {
-		t.Skip("SKIP: -tags wasmtime: the built binary is the same CGO_ENABLED=0 build the untagged leg tests")
+		t.Skip("SKIP: -tags wasmtime: the built binary is the same untagged build the untagged leg tests")
 	}
 }
 
@@ -440,7 +441,6 @@ func endServe(t testing.TB, d *daemonProc) {
 func buildRelease(t testing.TB, out, stamp string) {
 	t.Helper()
 	build := exec.Command("go", "build", "-ldflags", "-X main.version="+stamp, "-o", out, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", stamp, err, b)
 	}

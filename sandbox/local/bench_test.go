@@ -181,3 +181,45 @@ func median(d []time.Duration) time.Duration {
 
 // onlyReader hides WriterTo so io.CopyBuffer really uses the buffer.
 type onlyReader struct{ io.Reader }
+
+// BenchmarkExecHelper is what a limit that needs the exec helper costs a
+// spawn (helper.go): Start and Wait of /bin/true with an open-files
+// limit through the C helper (the binary's constructor, before the Go
+// runtime) and through the Go helper (a full start of the binary), and
+// with no limit (a direct exec), interleaved. helper-c-ms/direct-ms is
+// what every limited persistent process pays over a direct exec.
+//
+//	go test -run '^$' -bench ExecHelper -benchtime 50x ./sandbox/local/
+func BenchmarkExecHelper(b *testing.B) {
+	be, err := local.New(local.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	run := func(openFiles int, goHelper bool) func() error {
+		return func() error {
+			local.SetGoHelper(goHelper)
+			defer local.SetGoHelper(false)
+			spec := sandbox.ProcessSpec{Argv: []string{"/bin/true"}, Cwd: "/", Env: []string{"PATH=/usr/bin:/bin"}, Stdin: sandbox.StdinSpec{Mode: sandbox.StdinClosed},
+				Output: sandbox.OutputSpec{RingBytes: 4 << 10, Overflow: sandbox.DropOldest}, Grace: time.Second, Drain: time.Second}
+			spec.Limits.OpenFiles = openFiles
+			h, err := be.Start(ctx, spec)
+			if err != nil {
+				return err
+			}
+			if _, err := h.Wait(ctx); err != nil {
+				return err
+			}
+			return be.Cleanup(ctx, h.Ref())
+		}
+	}
+	sides := []testutil.Side{{Name: "direct", Run: run(0, false)}, {Name: "helper-go", Run: run(4096, true)}}
+	if local.CHelper {
+		sides = append(sides, testutil.Side{Name: "helper-c", Run: run(4096, false)})
+	}
+	med := testutil.ReportSides(b, "ms", sides, testutil.Interleave(b, sides, 5))
+	if c, ok := med["helper-c"]; ok {
+		b.ReportMetric(c/med["direct"], "c/direct")
+		b.ReportMetric(med["helper-go"]/c, "go/c")
+	}
+}

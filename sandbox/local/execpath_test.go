@@ -14,7 +14,9 @@ import (
 // and through the exec helper (a limit needs it); argv[0], a link that
 // now reaches /bin/bash, is only the name. A Path that stopped being its
 // own real file since the check fails closed.
-func TestExecPathRunsCheckedFile(t *testing.T) {
+func TestExecPathRunsCheckedFile(t *testing.T) { eachHelper(t, testExecPathRunsCheckedFile) }
+
+func testExecPathRunsCheckedFile(t *testing.T) {
 	b := newBackend(t, local.Options{})
 	dir := t.TempDir()
 	link := filepath.Join(dir, "true")

@@ -15,6 +15,8 @@ import (
 )
 
 // helperArg0 marks a re-exec of the host binary as the exec helper.
+// Where the binary has cgo, a C constructor does the helper's work before
+// the Go runtime starts (helper_cgo.go); this Go helper is the fallback.
 //
 // Why a helper: cgroup v1 has no CLONE_INTO_CGROUP, and rlimits set with
 // prlimit after start leave a window in which the program already runs
@@ -37,6 +39,11 @@ import (
 const helperArg0 = "capsule-host-local-exec"
 
 func init() { reexec.Register(helperArg0, helperMain) }
+
+// helperRole is the argv[0] the helper is started with: helperArg0, which
+// the C constructor takes where there is one; the tests also run the Go
+// helper under a role it does not take (UseGoHelper).
+var helperRole = helperArg0
 
 // helperError is an exec failure reported by the helper; it unwraps to the
 // errno so errors.Is(err, fs.ErrNotExist) works as for a direct exec.
@@ -84,6 +91,9 @@ func helperMain(args []string) int {
 			}
 		case "-exec":
 			exec = val
+		case "-impl": // which helper runs (helper_cgo.go): the tests ask
+			fmt.Fprint(status, "0 go")
+			return 0
 		case "-cpu":
 			n, _ := strconv.ParseUint(val, 10, 64)
 			// Soft limit: SIGXCPU; hard limit one second later: SIGKILL,

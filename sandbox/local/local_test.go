@@ -190,7 +190,9 @@ func TestOrphanReapedWhileRunning(t *testing.T) {
 	}
 }
 
-func TestSpawnErrorThroughHelper(t *testing.T) {
+func TestSpawnErrorThroughHelper(t *testing.T) { eachHelper(t, testSpawnErrorThroughHelper) }
+
+func testSpawnErrorThroughHelper(t *testing.T) {
 	b := newBackend(t, local.Options{})
 	sp := baseSpec(t, "")
 	sp.Argv = []string{"/nonexistent/prog"}
@@ -326,7 +328,9 @@ func TestPooledGroupAfterForceKill(t *testing.T) {
 
 // Through the exec helper the program gets exactly the spec's environment,
 // while the helper itself (the host binary) runs with an empty one.
-func TestHelperEnvironment(t *testing.T) {
+func TestHelperEnvironment(t *testing.T) { eachHelper(t, testHelperEnvironment) }
+
+func testHelperEnvironment(t *testing.T) {
 	b := newBackend(t, local.Options{})
 	sp := baseSpec(t, `printf '%s|%s|%s ' "$X" "${EMPTY-unset}" "$GODEBUG"; env | wc -l`)
 	sp.Env = []string{"PATH=/usr/bin:/bin", "X=a b", "EMPTY=", "GODEBUG=madvdontneed=1"}

@@ -196,7 +196,7 @@ func (p *proc) setupExec(s *spawn) error {
 	s.child = append(s.child, er)
 	s.files = append(s.files, sw.Fd(), er.Fd())
 	s.path = reexec.Self
-	s.args = append(append(append([]string{helperArg0}, flags...), "--"), s.argv...)
+	s.args = append(append(append([]string{helperRole}, flags...), "--"), s.argv...)
 	// The helper runs with an EMPTY environment and gets the real one
 	// over fd 4: the host binary's init functions (and the Go runtime:
 	// GODEBUG, GOGC, ...) must never see variables a guest chose.

@@ -49,7 +49,8 @@ type Config struct {
 	// deadline wins.
 	CallTimeout time.Duration
 	// InstantiateTimeout bounds one instantiation (start function and
-	// _initialize, at load, on a call or by the warmer). Default: the
+	// _initialize, at load, on a call or by the warmer) and the describe
+	// call at load. Default: the
 	// larger of CallTimeout and 10s — instantiation is host work, not the
 	// caller's, and a short call timeout must not leave a loaded host
 	// unable to create instances (the Go runtime's _initialize takes
@@ -489,7 +490,11 @@ func (h *Host) describe(ctx context.Context, c *Capsule) ([]ToolSpec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: capsule %q: %w", ErrInstance, c.Name(), err)
 	}
-	dctx, cancel := context.WithTimeout(ctx, h.cfg.CallTimeout)
+	// Bounded like an instantiation, not a call: describing a capsule at
+	// load is host work, and a short call_timeout must not make a reload
+	// fail on a busy machine (TestHammer reloaded with a 50 ms call
+	// timeout at load 23 under -race, and describe missed it).
+	dctx, cancel := context.WithTimeout(ctx, h.cfg.InstantiateTimeout)
 	defer cancel()
 	dctx = h.callContext(dctx, in, registry.Caller{Capsule: c.Name(), Principal: h.cfg.OwnerPrincipal(c.Name()), Fallback: true})
 	tools, err := describeTools(dctx, in.ei)

@@ -69,17 +69,23 @@ type Health struct {
 	Runtime *RuntimeFigures `json:"runtime,omitempty"`
 }
 
-// RuntimeFigures are the daemon process's goroutines and open
-// descriptors. A goroutine leak is visible only from inside the process;
+// RuntimeFigures are the daemon process's goroutines, open descriptors
+// and Go heap. A goroutine leak is visible only from inside the process;
 // the descriptors are in /proc too, but not to an operator of another
-// uid. The daemon holds one goroutine per running process (its watcher)
-// and no descriptor per keeper-held process, so with no call in flight
-// Goroutines minus the running processes, and FDs, stay level across
-// calls and restarts (the durability hammer checks both).
+// uid. The daemon holds no goroutine and no descriptor per keeper-held
+// process (their keeper's feed calls back), so with no call in flight
+// Goroutines and FDs stay level across calls and restarts (the
+// durability hammer checks both).
 type RuntimeFigures struct {
 	Goroutines int `json:"goroutines"`
 	// FDs is -1 when /proc/self/fd cannot be read.
 	FDs int `json:"fds"`
+	// HeapLiveBytes is the heap the last garbage collection found live,
+	// and GCCycles how many it has run: the resident size moves with
+	// the collector's cycle by up to the live heap, so a per-process
+	// memory figure is read at the same point of it (BenchmarkScale).
+	HeapLiveBytes uint64 `json:"heap_live_bytes"`
+	GCCycles      uint64 `json:"gc_cycles"`
 }
 
 // LoadProgress counts the capsules the start has finished (loaded or

@@ -52,8 +52,7 @@ const (
 // the live processes under /proc are exactly the listed running ones, each
 // principal can spawn exactly up to its cap, the keeper's sockets, other
 // fds and threads did not grow from restart 1 to restart 10, neither did
-// the daemon's goroutines (beyond its watcher per running process) and
-// descriptors, nor while one daemon served the hammer (checkDaemonGrowth),
+// the daemon's goroutines and descriptors, nor while one daemon served the hammer (checkDaemonGrowth),
 // and after a graceful stop nothing of the test runs.
 func TestDurableHammer(t *testing.T) {
 	skipSameBinary(t)
@@ -1029,13 +1028,15 @@ func checkKeeperGrowth(t *testing.T, a, b keeperCount) {
 
 // daemonCount is the daemon's own figures with no call in flight: its
 // goroutines and descriptors (health's operator figures), threads, and
-// the persistent processes it holds (running: a watcher goroutine each).
+// the persistent processes it holds (keeper-held: watched by the feed's
+// callbacks, no goroutine each; registry/watch.go).
 type daemonCount struct {
 	PID, Goroutines, FDs, Threads, Running, Held int
 }
 
-// base is the goroutines that are not a running process's watcher.
-func (k daemonCount) base() int { return k.Goroutines - k.Running }
+// base is the goroutines that are not serving a call: every one, since
+// a keeper-held process costs the daemon no goroutine.
+func (k daemonCount) base() int { return k.Goroutines }
 
 // measureDaemon reads the daemon's figures with no call in flight, once
 // two readings 200 ms apart agree (bounded: exits settle meanwhile).
@@ -1081,7 +1082,7 @@ func (h *hammer) countDaemon(pid int) daemonCount {
 // restart 1 before and after serving the hammer; the last one before and
 // after the workers' last calls) nor per restart (the daemons just
 // started at restarts 1 and 10, with their adopted processes): its
-// goroutines beyond one watcher per running process, and its
+// goroutines (none per keeper-held process), and its
 // descriptors (it holds none per keeper-held process), stay level. The
 // slack covers a call's connection still closing and the runtime's own
 // helpers; a leak per call or per adopted process would be hundreds
@@ -1099,7 +1100,7 @@ func checkDaemonGrowth(t *testing.T, dm [4]daemonCount) {
 		{"while the last daemon served the workers' last calls", dm[2], dm[3]},
 	} {
 		if c.to.base() > c.from.base()+slackG {
-			t.Errorf("daemon goroutines beyond one per running process grew %s: %d (%d running) to %d (%d running)",
+			t.Errorf("daemon goroutines grew %s: %d (%d running) to %d (%d running)",
 				c.what, c.from.Goroutines, c.from.Running, c.to.Goroutines, c.to.Running)
 		}
 		if c.to.FDs > c.from.FDs+slackFD {

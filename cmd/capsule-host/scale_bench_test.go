@@ -36,8 +36,9 @@ import (
 //
 // and each reports its own side's medians over every round of the two
 // (so the load hit both alike), plus its footprint growth per process
-// from Warm(N) to N (KiB RSS, fds, threads: the daemon plus its keeper;
-// the tmux server). benchdoc draws each unit over N against tmux. The
+// from Warm(N) to N (KiB RSS, fds, threads: the daemon plus its keeper,
+// each sample taken two garbage collections after the spawns, see
+// steadyFootprint; the tmux server). benchdoc draws each unit over N against tmux. The
 // tmux side is skipped where the kernel has not N ptys to spare
 // (kernel.pty.max, 4096 by default: no 5000 tmux sessions without
 // raising it).
@@ -149,9 +150,45 @@ func (s *scaleRun) startOurs(b *testing.B) {
 	b.Cleanup(func() { killMarked(s.mark) })
 	warm := testutil.Warm(s.n)
 	spawnAPI(b, c, 0, warm, s.mark)
-	s.base["capsule-host"] = s.footprint(b)
+	s.base["capsule-host"] = s.steadyFootprint(b, c)
 	spawnAPI(b, c, warm, s.n, s.mark)
-	s.all["capsule-host"] = s.footprint(b)
+	s.all["capsule-host"] = s.steadyFootprint(b, c)
+}
+
+// steadyFootprint is footprint at the same point of the daemon's garbage
+// collection cycle at both sample points. A Go process's resident size
+// follows its heap goal (twice the live heap), and the daemon's live heap
+// is mostly fixed (compiled capsules, guest memories: about 34 MB), so a
+// sample taken before the heap first grew to its goal and one taken
+// after differed by 20 MB with no process in between: at N = 1,000 that
+// alone read as 22 KiB per process. So before each sample the daemon
+// serves lists (the operator's, through the API: they allocate in
+// proportion to N, as any traffic does) until it has run two collections
+// since, bounded at 30 s (the figure is then logged as unsettled).
+func (s *scaleRun) steadyFootprint(b *testing.B, c *api.Client) procfs.Footprint {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cycles := func() uint64 {
+		h, err := c.Health(ctx)
+		if err != nil || h.Runtime == nil {
+			b.Fatalf("health: %+v %v; want the operator's runtime figures", h, err)
+		}
+		return h.Runtime.GCCycles
+	}
+	from, end := cycles(), time.Now().Add(30*time.Second)
+	for cycles() < from+2 {
+		if time.Now().After(end) {
+			b.Logf("N=%d: the daemon ran fewer than two collections in 30 s of lists; footprint sampled unsettled", s.n)
+			break
+		}
+		for range 10 {
+			if _, err := c.Processes(ctx, "shell", "alice"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return s.footprint(b)
 }
 
 func (s *scaleRun) sock() string { return filepath.Join(s.dir, "d.sock") }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,6 +188,14 @@ func runtimeFigures() *api.RuntimeFigures {
 	f := &api.RuntimeFigures{Goroutines: runtime.NumGoroutine(), FDs: -1}
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		f.FDs = len(ents) - 1 // less the directory's own descriptor
+	}
+	ms := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(ms) // no stop of the world, unlike ReadMemStats
+	if ms[0].Value.Kind() == metrics.KindUint64 {
+		f.HeapLiveBytes = ms[0].Value.Uint64()
+	}
+	if ms[1].Value.Kind() == metrics.KindUint64 {
+		f.GCCycles = ms[1].Value.Uint64()
 	}
 	return f
 }

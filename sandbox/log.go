@@ -53,7 +53,7 @@ const ringBlock = 64 << 10
 type OutputLog struct {
 	mu       sync.Mutex
 	ringCap  int64
-	blocks   [][]byte // lazily allocated ring blocks of ringBlock bytes
+	blocks   [][]byte // ring blocks of ringBlock bytes, each made when first written (nil: nothing written)
 	start    int64    // lowest offset held in the ring
 	end      int64
 	overflow Overflow
@@ -106,8 +106,6 @@ func NewOutputLog(cfg OutputLogConfig) (*OutputLog, error) {
 	}
 	l := &OutputLog{ringCap: int64(cfg.RingBytes), overflow: cfg.Overflow, spillCap: cfg.SpillBytes}
 	l.rate = newRateBucket(cfg.Rate, time.Now())
-	nb := (l.ringCap + ringBlock - 1) / ringBlock
-	l.blocks = make([][]byte, nb)
 	if cfg.SpillBytes > 0 {
 		if cfg.Spill == nil || cfg.SpillName == "" {
 			return nil, fmt.Errorf("output log: spill bytes need a spill dir and a name: %w", ErrInvalidSpec)
@@ -147,6 +145,12 @@ func (l *OutputLog) Write(p []byte) (int, error) {
 	if int64(len(q)) > l.ringCap {
 		off += int64(len(q)) - l.ringCap
 		q = q[int64(len(q))-l.ringCap:]
+	}
+	if l.blocks == nil {
+		// Made at the first write, not at creation: a keeper holds two
+		// logs per live process, most of which never write (issue 11's
+		// memory per process).
+		l.blocks = make([][]byte, (l.ringCap+ringBlock-1)/ringBlock)
 	}
 	for len(q) > 0 {
 		pos := off % l.ringCap

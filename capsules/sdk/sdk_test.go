@@ -32,6 +32,10 @@ func init() {
 		})})
 	Register(Tool{Name: "boom", Handler: func(json.RawMessage) (any, error) { panic("kaboom") }})
 	Register(Tool{Name: "fail", Handler: func(json.RawMessage) (any, error) { return nil, errors.New("it failed") }})
+	Register(Tool{Name: "raw", Handler: func(in json.RawMessage) (any, error) { return json.RawMessage(`{"a": [1, 2]}`), nil }})
+	Register(Tool{Name: "raw_bad", Handler: func(json.RawMessage) (any, error) { return json.RawMessage(`{"a":`), nil }})
+	// ValidJSON is passed on unscanned: the capsule vouches for it.
+	Register(Tool{Name: "encoded", Handler: func(json.RawMessage) (any, error) { return ValidJSON(`{"a":1} trusted`), nil }})
 }
 
 func TestCall(t *testing.T) {
@@ -46,7 +50,10 @@ func TestCall(t *testing.T) {
 		{"echo", `{}`, "", `"msg" is required`},
 		{"echo", `{"msg":"a"} {}`, "", "not valid JSON"},
 		{"echo", `{"msg":`, "", "not valid JSON"},
-		{"nope", `{}`, "", `unknown tool "nope" (this capsule has: boom, echo, fail)`},
+		{"nope", `{}`, "", `unknown tool "nope" (this capsule has: boom, echo, encoded, fail, raw, raw_bad)`},
+		{"raw", `{}`, `{"a": [1, 2]}`, ""},
+		{"raw_bad", `{}`, "", "tool raw_bad returned invalid JSON"},
+		{"encoded", `{}`, `{"a":1} trusted`, ""},
 		{"boom", `{}`, "", "internal error (panic: kaboom)"},
 		{"fail", `{}`, "", "it failed"},
 	}
@@ -115,7 +122,7 @@ func TestExportGlue(t *testing.T) {
 	rp = describeExport()
 	ret, _ = out.Load(rp, 8)
 	specs := l.List(ret, 0, lToolSpec, "specs")
-	if len(specs) != 3 || l.String(specs[1], 0, "name") != "boom" || l.String(specs[1], 16, "schema") != `{"type":"object"}` {
+	if len(specs) != len(tools) || l.String(specs[1], 0, "name") != "boom" || l.String(specs[1], 16, "schema") != `{"type":"object"}` {
 		t.Errorf("describe gave %d specs, err %v", len(specs), l.Err)
 	}
 

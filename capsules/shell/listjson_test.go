@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -105,4 +107,40 @@ func BenchmarkListJSON(b *testing.B) {
 			appendList(make([]byte, 0, 256*len(ps)+16), ps)
 		}
 	})
+}
+
+// TestAppendStringWordBoundaries: every byte appendString must escape, at
+// every position of strings on both sides of the 8-byte words plain
+// tests, is escaped as encoding/json does.
+func TestAppendStringWordBoundaries(t *testing.T) {
+	specials := []string{"\x00", "\x1f", "\"", "\\", "<", ">", "&", "\x7f", "é", "\u2028", "\xff"}
+	for n := 0; n <= 17; n++ {
+		for pos := 0; pos <= n; pos++ {
+			for _, sp := range specials {
+				s := strings.Repeat("x", pos) + sp + strings.Repeat("y", n-pos)
+				want, _ := json.Marshal(s)
+				if got := appendString(nil, s); !bytes.Equal(got, want) {
+					t.Fatalf("appendString(%q) = %s, want %s", s, got, want)
+				}
+			}
+		}
+		plainS := strings.Repeat("a~ 0Z/", 3)[:n]
+		if !plain(plainS) {
+			t.Errorf("plain(%q) = false", plainS)
+		}
+	}
+}
+
+// TestAppendUint: every digit count and both sides of each power of ten
+// format as strconv does.
+func TestAppendUint(t *testing.T) {
+	vs := []uint64{0, ^uint64(0), ^uint64(0) - 1}
+	for p := uint64(1); p <= 1e19; p *= 10 {
+		vs = append(vs, p-1, p, p+1, 2*p+3)
+	}
+	for _, v := range vs {
+		if got, want := string(appendUint([]byte("x"), v)), "x"+strconv.FormatUint(v, 10); got != want {
+			t.Errorf("appendUint(%d) = %s, want %s", v, got, want)
+		}
+	}
 }

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/capsule-host/capsule-host/capsules/sdk"
 	"github.com/capsule-host/capsule-host/capsules/sdk/process"
 	"github.com/capsule-host/capsule-host/capsules/sdk/terminal"
 )
@@ -433,7 +433,7 @@ func listProcesses(in listIn) (any, error) {
 			out[i].Exit = &exits[i]
 		}
 	}
-	return json.RawMessage(appendList(make([]byte, 0, 256*len(out)+16), out)), nil // listjson.go
+	return sdk.ValidJSON(appendList(make([]byte, 0, 256*len(out)+16), out)), nil // listjson.go
 }
 
 func killProcess(in killIn) (any, error) {

@@ -227,14 +227,6 @@ func infoTerminal(i registry.Info) []cabi.Value {
 	return []cabi.Value{term, wait, reapIn, rule}
 }
 
-func processInfos(is []registry.Info, v12 bool) cabi.Value {
-	out := make([]cabi.Value, len(is))
-	for k, i := range is {
-		out[k] = processInfo(i, v12)
-	}
-	return out
-}
-
 func eventBatch(b registry.EventBatch) cabi.Value {
 	evs := make([]cabi.Value, len(b.Events))
 	for k, e := range b.Events {

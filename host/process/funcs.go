@@ -265,7 +265,7 @@ func listProcesses(c *call, a []cabi.Value) cabi.Value {
 	if err != nil {
 		return c.fail(err)
 	}
-	return cabi.Ok(processInfos(is, c.v.v12))
+	return cabi.Ok(infoList{is, c.v.v12})
 }
 
 // status serves
@@ -289,7 +289,7 @@ func statusMany(c *call, a []cabi.Value) cabi.Value {
 	if err != nil {
 		return c.fail(err)
 	}
-	return cabi.Ok(processInfos(is, c.v.v12))
+	return cabi.Ok(infoList{is, c.v.v12})
 }
 
 // readSince serves

@@ -158,12 +158,14 @@ var (
 	lKey            = abi.Variant(&abi.String, &abi.String)
 	lSnapshot       = abi.Record(abi.U16, abi.U16, abi.List(), abi.U16, abi.U16, abi.Bool, abi.Bool, abi.String,
 		abi.Bool, abi.Bool, abi.Bool, abi.List(), abi.U64, abi.U64)
-	lWaitResult   = abi.Record(abi.Enum(4), abi.String)
-	lTerminalInfo = abi.Record(abi.U16, abi.U16, abi.String)
-	lInfo         = abi.Record(append(infoFieldsOf11(),
-		abi.Option(lTerminalInfo), abi.Option(abi.Bool), abi.Option(abi.U64), abi.Option(abi.Enum(7)))...)
-	lID  = abi.String
-	lU32 = abi.U32
+	lWaitResult     = abi.Record(abi.Enum(4), abi.String)
+	lTerminalInfo   = abi.Record(abi.U16, abi.U16, abi.String)
+	optTerminalInfo = abi.Option(lTerminalInfo)
+	optBool, optU64 = abi.Option(abi.Bool), abi.Option(abi.U64)
+	optExitReason   = abi.Option(abi.Enum(7))
+	lInfo           = abi.Record(append(infoFieldsOf11(), optTerminalInfo, optBool, optU64, optExitReason)...)
+	lID             = abi.String
+	lU32            = abi.U32
 )
 
 // fieldsOf11 are persist-options@1.1.0's field layouts, which 1.2.0
@@ -375,26 +377,37 @@ func liftInfos(l *abi.Lifter, b []byte, off uint32) []Info {
 	return abi.LiftList(l, b, off, lInfo, "list<process-info>", liftInfo)
 }
 
+// liftInfo lifts 1.2.0's process-info: 1.1.0's fields, then four more,
+// whose discriminants are read together as wire.LiftProcessInfo does.
 func liftInfo(l *abi.Lifter, b []byte, off uint32) Info {
 	o := lInfo.Offs
 	in := Info{ProcessInfo: wire.LiftProcessInfo(l, b, off)}
-	if l.Case(b, off+o[14], 2, "process-info.terminal") == 1 {
-		t := off + o[14] + abi.Option(lTerminalInfo).Payload
+	term, wait, reap, rule := b[off+o[14]], b[off+o[15]], b[off+o[16]], b[off+o[17]]
+	if term|wait|reap|rule > 1 || rule == 1 && b[off+o[17]+optExitReason.Payload] > 6 || l.Err != nil {
+		term = byte(l.Case(b, off+o[14], 2, "process-info.terminal"))
+		wait = byte(l.Case(b, off+o[15], 2, "process-info.waiting-for-input"))
+		reap = byte(l.Case(b, off+o[16], 2, "process-info.reap-in-ms"))
+		if rule = byte(l.Case(b, off+o[17], 2, "process-info.reap-rule")); rule == 1 {
+			l.Case(b, off+o[17]+optExitReason.Payload, 7, "process-info.reap-rule")
+		}
+		if l.Err != nil {
+			return in
+		}
+	}
+	if term == 1 {
+		t := off + o[14] + optTerminalInfo.Payload
 		to := lTerminalInfo.Offs
 		in.Terminal = &TerminalInfo{Rows: getU16(b, t+to[0]), Cols: getU16(b, t+to[1]),
 			Term: l.String(b, t+to[2], "terminal-info.term")}
 	}
-	if l.Case(b, off+o[15], 2, "process-info.waiting-for-input") == 1 {
-		w := abi.GetBool(b, off+o[15]+1)
-		in.WaitingForInput = &w
+	if wait == 1 {
+		in.WaitingForInput = abi.Box(l, abi.GetBool(b, off+o[15]+optBool.Payload))
 	}
-	if l.Case(b, off+o[16], 2, "process-info.reap-in-ms") == 1 {
-		ms := abi.GetU64(b, off+o[16]+abi.Option(abi.U64).Payload)
-		in.ReapInMS = &ms
+	if reap == 1 {
+		in.ReapInMS = abi.Box(l, abi.GetU64(b, off+o[16]+optU64.Payload))
 	}
-	if l.Case(b, off+o[17], 2, "process-info.reap-rule") == 1 {
-		r := process.ExitReason(l.Case(b, off+o[17]+1, 7, "process-info.reap-rule"))
-		in.ReapRule = &r
+	if rule == 1 {
+		in.ReapRule = abi.Box(l, process.ExitReason(b[off+o[17]+optExitReason.Payload]))
 	}
 	return in
 }

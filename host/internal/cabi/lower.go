@@ -75,8 +75,33 @@ func truncate(s string) string {
 	return s
 }
 
+// StoreBytes allocates len(b) bytes aligned to align and writes b there,
+// as store_list does with a list's element buffer once its elements are
+// laid out: for a ListLowerer. An empty b takes no allocation (align, 0).
+func (l *Lowerer) StoreBytes(b []byte, align uint32, what string) (uint32, uint32, error) {
+	return l.bytesOut(b, align, what)
+}
+
+// ListLowerer is a list value that lowers itself: a hand-written
+// store_list for one element type, which writes the elements' layout
+// straight into one buffer where the generic path boxes every field as a
+// Value first (list<process-info>, host/process). storeList hands it the
+// element type; it must write byte for byte what the generic path writes
+// for the same values, with the same cabi_realloc calls in the same order
+// (its tests compare the two).
+type ListLowerer interface {
+	LowerList(l *Lowerer, elem *Type) (ptr, n uint32, err error)
+}
+
+// At wraps err with the place it happened ("[3]", ".id"), as the generic
+// path names a failing field, for a ListLowerer's errors.
+func At(place string, err error) error { return at(place, err) }
+
 // storeList lowers list<elem> (store_list) and returns (ptr, len).
 func (l *Lowerer) storeList(elem *Type, v Value) (uint32, uint32, error) {
+	if ll, ok := v.(ListLowerer); ok {
+		return ll.LowerList(l, elem)
+	}
 	if elem.kind == KU8 {
 		b, ok := v.([]byte)
 		if !ok {

@@ -103,21 +103,21 @@ func TestReallocScopes(t *testing.T) {
 	}
 	Incoming.Free()
 	s.Free()
-	if len(s.blocks) != 0 {
-		t.Error("Free left blocks")
+	if len(s.spans) != 0 || len(s.chunks) != 0 {
+		t.Error("Free left allocations")
 	}
 }
 
-// TestScopeIndex checks Load, find and realloc on both sides of
-// indexFrom, where lookups switch from a scan to the address index, and
-// across a Free that keeps the index for the next call.
-func TestScopeIndex(t *testing.T) {
-	for _, n := range []int{indexFrom - 1, indexFrom, 3 * indexFrom} {
+// TestScopeLookup checks Load, find and realloc from one chunk to many
+// (spans found by the in-order hint, by binary search within a chunk, in
+// and out of allocation order), and across a Free.
+func TestScopeLookup(t *testing.T) {
+	for _, n := range []int{1, 5, 200, 3000} {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
 			s := &Scope{}
 			s.Enter()
 			defer s.Leave()
-			for round := range 2 { // the second round reuses the kept index
+			for round := range 2 { // the second round reuses the freed scope
 				ptrs := make([]uint32, n)
 				for i := range ptrs {
 					ptrs[i] = Realloc(0, 0, 1, uint32(8+i%5))
@@ -133,7 +133,8 @@ func TestScopeIndex(t *testing.T) {
 						t.Fatalf("round %d: block %d still loads at its old address", round, i)
 					}
 				}
-				for i, p := range ptrs {
+				check := func(i int) {
+					p := ptrs[i]
 					if m, ok := s.Load(p, 1); !ok || m[0] != byte(i) {
 						t.Fatalf("round %d: block %d: Load = %v, %v", round, i, m, ok)
 					}
@@ -144,12 +145,66 @@ func TestScopeIndex(t *testing.T) {
 						t.Fatalf("round %d: block %d: a Load past its end succeeded", round, i)
 					}
 				}
+				for i := range ptrs { // in allocation order: the hint
+					check(i)
+				}
+				for i := n - 1; i >= 0; i -= 7 { // backwards: binary search
+					check(i)
+				}
+				if n >= 1000 && len(s.chunks) < 2 {
+					t.Fatalf("%d allocations fit one chunk: the test does not cross chunks", n)
+				}
 				s.Free()
 				if _, ok := s.Load(ptrs[0], 1); ok {
 					t.Fatalf("round %d: Load after Free succeeded", round)
 				}
 			}
 		})
+	}
+}
+
+// TestLoadSpansOneAllocation: a range over two neighbouring allocations
+// (adjacent in the same chunk) is refused, as is the gap alignment left.
+func TestLoadSpansOneAllocation(t *testing.T) {
+	s := &Scope{}
+	defer s.Free()
+	a, _ := s.Alloc(3, 1)
+	b, _ := s.Alloc(8, 8)
+	if b <= a+3 || b-a > 16 {
+		t.Fatalf("allocations %#x, %#x are not neighbours in one chunk", a, b)
+	}
+	if _, ok := s.Load(a, 3); !ok {
+		t.Error("first allocation not loadable")
+	}
+	if _, ok := s.Load(a, b-a+1); ok {
+		t.Error("a range across two allocations loaded")
+	}
+	if _, ok := s.Load(a+3, 1); ok {
+		t.Error("the alignment gap between two allocations loaded")
+	}
+}
+
+// TestLiftedStringOutlivesScope: a lifted string is a view of the
+// scope's memory, which stays valid (and unchanged) after Free and the
+// allocations that follow it.
+func TestLiftedStringOutlivesScope(t *testing.T) {
+	s := &Scope{}
+	p, m := s.Alloc(5, 1)
+	copy(m, "hello")
+	var pair [8]byte
+	PutU32(pair[:], 0, p)
+	PutU32(pair[:], 4, 5)
+	l := Lifter{M: s}
+	got := l.String(pair[:], 0, "s")
+	s.Free()
+	for range 100 {
+		_, m := s.Alloc(64, 1)
+		for i := range m {
+			m[i] = 'x'
+		}
+	}
+	if l.Err != nil || got != "hello" {
+		t.Fatalf("lifted %q (%v), want hello", got, l.Err)
 	}
 }
 

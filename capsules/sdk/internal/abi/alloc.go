@@ -5,39 +5,60 @@ import (
 	"unsafe"
 )
 
-// Memory strategy (see RFC.md §11, "Why this cabi_realloc?").
+// Memory strategy (see RFC.md §11, "Why this cabi_realloc?", and §18 for
+// the measurements behind the chunks).
 //
 // Every guest buffer the host sees (argument data, return areas, and
-// whatever the host allocates through cabi_realloc) is a Go heap []uint64,
-// so it is 8-aligned, and it is referenced from a Scope until the guest has
-// copied the data out. Go's heap does not move objects, so a reference is
-// all the pinning a heap object needs; nothing is ever on a goroutine stack,
-// which can move when it grows (even during a re-entrant cabi_realloc).
+// whatever the host allocates through cabi_realloc) lies in a chunk: a Go
+// heap []uint64, so 8-aligned, never moved by Go's GC, and pointer-free.
+// An allocation bumps an offset in the scope's newest chunk; a request the
+// chunk cannot hold starts a new one (twice the last, up to maxChunk, or as
+// large as the request), so one chunk's allocations are consecutive in
+// Scope.spans and ascending in address. Memory is never handed out twice:
+// a chunk lives while its scope or a string lifted from it (Lifter.String
+// returns views, not copies) refers to it, and nothing writes to it once
+// its call is over.
+//
+// Why chunks rather than one Go allocation per request: cabi_realloc runs
+// once per string the host lowers (some 1,500 for a list of 500
+// process-infos), and in the guest every Go basic block costs a
+// termination check under the host's engine, so a mallocgc and an index
+// map insertion per call made the guest's allocator the largest part of a
+// list (BenchmarkShellList).
 //
 // A Scope covers one import call (or one export call's arguments or
 // results). Freeing it drops every reference at once, so the host's
 // allocations cannot leak past the call that made them.
 
-// block is one allocation: its guest address and a byte view of it.
-type block struct {
-	addr uint32
-	mem  []byte
-	buf  []uint64 // keeps the allocation alive
+// span is one allocation; n == 0 marks one that realloc moved away.
+type span struct{ addr, n uint32 }
+
+// chunk is a run of guest memory the scope allocates from.
+type chunk struct {
+	base, next, end uint32 // [base, end) its guest addresses, next the first free one
+	first           int    // index in Scope.spans of its first allocation
+	mem             []byte // its bytes; mem[0] is at base
 }
 
-// Scope owns the guest memory of one call. The first blocks live inline:
-// a typical import needs 2-4 (arguments, return area, host results).
-// Past indexFrom blocks an index by start address keeps Load and find
-// O(1): a list of 500 process-infos is some 1,500 strings, and a linear
-// search per lifted string made the lift quadratic (BenchmarkShellList).
+// Scope owns the guest memory of one call. Its first chunk and spans
+// live inline: a typical import needs two to four small allocations
+// (arguments, return area, host results).
 type Scope struct {
-	blocks []block
-	inline [4]block
-	index  map[uint32]int // block start → index in blocks; nil below indexFrom
+	chunks []chunk
+	spans  []span
+	hint   int // the span the last lookup found (lifts read in allocation order)
+	hintC  int // and its chunk
+
+	inlineChunks [2]chunk
+	inlineSpans  [6]span
 }
 
-// indexFrom is the block count from which a Scope keeps its index.
-const indexFrom = 16
+// Chunk sizes: the first chunk holds a typical import call; each next one
+// doubles, so a large list takes a dozen chunks, not one per string.
+const (
+	minChunk = 512
+	maxChunk = 64 << 10
+)
 
 // cur receives cabi_realloc allocations during an import call; outside
 // one they go to Incoming (the host writing an export's arguments).
@@ -50,8 +71,7 @@ var (
 // on strings and lists, rounded up).
 const maxAlloc = 1 << 28
 
-// Alloc returns n zeroed bytes aligned to align (a power of two up to 8
-// is ever needed; larger alignments are honoured by over-allocating) and
+// Alloc returns n zeroed bytes aligned to align (any power of two) and
 // their guest address. n == 0 gives a non-null aligned address and no
 // memory, which the Canonical ABI allows for empty strings and lists.
 func (s *Scope) Alloc(n, align uint32) (uint32, []byte) {
@@ -64,31 +84,83 @@ func (s *Scope) Alloc(n, align uint32) (uint32, []byte) {
 	if n > maxAlloc {
 		panic(fmt.Sprintf("abi: allocation of %d bytes exceeds %d", n, maxAlloc))
 	}
-	extra := uint32(0)
-	if align > 8 {
-		extra = align
+	var c *chunk
+	if k := len(s.chunks); k > 0 {
+		c = &s.chunks[k-1]
 	}
-	buf := make([]uint64, (n+extra+7)/8)
-	base := addrOf(&buf[0], uint32(len(buf)*8))
-	addr := AlignTo(base, align)
-	all := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
-	mem := all[addr-base : addr-base+n : addr-base+n]
-	if s.blocks == nil {
-		s.blocks = s.inline[:0]
+	if c == nil || uint64(AlignTo(c.next, align))+uint64(n) > uint64(c.end) {
+		c = s.grow(n, align)
 	}
-	s.blocks = append(s.blocks, block{addr: addr, mem: mem, buf: buf})
-	switch {
-	case s.index != nil:
-		s.index[addr] = len(s.blocks) - 1
-	case len(s.blocks) >= indexFrom:
-		s.index = make(map[uint32]int, 2*len(s.blocks))
-		for i, b := range s.blocks {
-			if b.mem != nil {
-				s.index[b.addr] = i
+	addr := AlignTo(c.next, align)
+	c.next = addr + n
+	if s.spans == nil {
+		s.spans = s.inlineSpans[:0]
+	}
+	s.spans = append(s.spans, span{addr, n})
+	off := addr - c.base
+	return addr, c.mem[off : off+n : off+n]
+}
+
+// grow starts a chunk that holds n bytes aligned to align.
+func (s *Scope) grow(n, align uint32) *chunk {
+	size := uint32(minChunk)
+	if k := len(s.chunks); k > 0 {
+		size = min(2*(s.chunks[k-1].end-s.chunks[k-1].base), maxChunk)
+	}
+	need := n
+	if align > 8 { // the chunk base is only 8-aligned
+		need += align
+	}
+	size = max(size, AlignTo(need, 8))
+	buf := make([]uint64, size/8)
+	base := addrOf(&buf[0], size)
+	if s.chunks == nil {
+		s.chunks = s.inlineChunks[:0]
+	}
+	s.chunks = append(s.chunks, chunk{
+		base: base, next: base, end: base + size, first: len(s.spans),
+		mem: unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), size),
+	})
+	return &s.chunks[len(s.chunks)-1]
+}
+
+// locate returns the indexes of the chunk and the span holding ptr, or
+// -1, -1. It tries the span after the last one found first, then the
+// chunk's spans by binary search (they ascend in address).
+func (s *Scope) locate(ptr uint32) (int, int) {
+	if h := s.hint + 1; h < len(s.spans) && s.spans[h].addr <= ptr && ptr-s.spans[h].addr < s.spans[h].n {
+		// Every chunk holds at least one span, so span h is in the hint's
+		// chunk or the next.
+		if c := s.hintC + 1; c < len(s.chunks) && s.chunks[c].first <= h {
+			s.hintC = c
+		}
+		s.hint = h
+		return s.hintC, h
+	}
+	for ci := range s.chunks {
+		c := &s.chunks[ci]
+		if ptr < c.base || ptr >= c.next {
+			continue
+		}
+		lo, hi := c.first, len(s.spans) // the last span ≤ ptr is in [lo, hi)
+		if ci+1 < len(s.chunks) {
+			hi = s.chunks[ci+1].first
+		}
+		for hi-lo > 1 {
+			mid := int(uint(lo+hi) >> 1)
+			if s.spans[mid].addr <= ptr {
+				lo = mid
+			} else {
+				hi = mid
 			}
 		}
+		if sp := s.spans[lo]; sp.addr <= ptr && ptr-sp.addr < sp.n {
+			s.hint, s.hintC = lo, ci
+			return ci, lo
+		}
+		return -1, -1
 	}
-	return addr, mem
+	return -1, -1
 }
 
 // Load returns a view of n bytes at ptr. It fails unless the range lies
@@ -98,41 +170,34 @@ func (s *Scope) Load(ptr, n uint32) ([]byte, bool) {
 	if n == 0 {
 		return nil, true
 	}
-	if i, ok := s.index[ptr]; ok && n <= uint32(len(s.blocks[i].mem)) {
-		return s.blocks[i].mem[:n:n], true
+	ci, si := s.locate(ptr)
+	if si < 0 {
+		return nil, false
 	}
-	// A range inside a block (an element of a list, say), or no index.
-	for i := len(s.blocks) - 1; i >= 0; i-- {
-		b := &s.blocks[i]
-		if ptr >= b.addr && uint64(ptr)+uint64(n) <= uint64(b.addr)+uint64(len(b.mem)) {
-			off := ptr - b.addr
-			return b.mem[off : off+n : off+n], true
-		}
+	sp := s.spans[si]
+	if uint64(ptr)+uint64(n) > uint64(sp.addr)+uint64(sp.n) {
+		return nil, false
 	}
-	return nil, false
+	off := ptr - s.chunks[ci].base
+	return s.chunks[ci].mem[off : off+n : off+n], true
 }
 
-// find returns the index of the block starting at ptr, or -1.
-func (s *Scope) find(ptr uint32) int {
-	if s.index != nil {
-		if i, ok := s.index[ptr]; ok {
-			return i
-		}
-		return -1
+// find returns the chunk and span index of the allocation starting at
+// ptr, or -1, -1.
+func (s *Scope) find(ptr uint32) (int, int) {
+	ci, si := s.locate(ptr)
+	if si < 0 || s.spans[si].addr != ptr {
+		return -1, -1
 	}
-	for i := len(s.blocks) - 1; i >= 0; i-- {
-		if s.blocks[i].addr == ptr {
-			return i
-		}
-	}
-	return -1
+	return ci, si
 }
 
 // Free drops every allocation of the scope.
 func (s *Scope) Free() {
-	clear(s.blocks)
-	s.blocks = s.blocks[:0]
-	clear(s.index) // kept, with its buckets, for the next large call
+	clear(s.chunks) // drop the memory references
+	s.chunks = s.chunks[:0]
+	s.spans = s.spans[:0]
+	s.hint, s.hintC = 0, 0
 }
 
 // Enter makes s receive the host's cabi_realloc calls until Leave: call it
@@ -157,8 +222,8 @@ func Realloc(oldPtr, oldSize, align, newSize uint32) uint32 {
 		p, _ := s.Alloc(newSize, align)
 		return p
 	}
-	i := s.find(oldPtr)
-	if i < 0 {
+	ci, si := s.find(oldPtr)
+	if si < 0 {
 		if oldSize == 0 {
 			// A zero-size "allocation" was never stored.
 			p, _ := s.Alloc(newSize, align)
@@ -166,16 +231,17 @@ func Realloc(oldPtr, oldSize, align, newSize uint32) uint32 {
 		}
 		panic(fmt.Sprintf("cabi_realloc: old_ptr %#x was not allocated by cabi_realloc", oldPtr))
 	}
-	old := s.blocks[i]
-	if oldSize > uint32(len(old.mem)) {
-		panic(fmt.Sprintf("cabi_realloc: old_size %d exceeds the allocation's %d bytes", oldSize, len(old.mem)))
+	old := s.spans[si]
+	if oldSize > old.n {
+		panic(fmt.Sprintf("cabi_realloc: old_size %d exceeds the allocation's %d bytes", oldSize, old.n))
 	}
+	off := old.addr - s.chunks[ci].base
+	from := s.chunks[ci].mem[off : off+oldSize]
 	p, mem := s.Alloc(newSize, align)
-	copy(mem, old.mem[:oldSize])
-	// Drop the old block in place (Alloc may have appended, so index i is
-	// intact): an empty block matches no Load, and the index stays true.
-	s.blocks[i] = block{}
-	delete(s.index, oldPtr)
+	copy(mem, from)
+	// Retire the old span in place (Alloc may have appended, so index si
+	// is intact): an empty span matches no lookup.
+	s.spans[si].n = 0
 	return p
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Little-endian scalar access to a laid-out value.
@@ -34,6 +35,32 @@ func PutBool(b []byte, off uint32, v bool) {
 type Lifter struct {
 	M   *Scope
 	Err error
+
+	slab []uint64 // where Box carves its values from
+}
+
+// slabWords is how many Box values share one allocation.
+const slabWords = 64
+
+// Scalar is what Box can hold: a type without pointers of at most 8
+// bytes.
+type Scalar interface {
+	~bool | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~int8 | ~int16 | ~int32 | ~int64
+}
+
+// Box returns a pointer to a copy of v, as &v would, for the optional
+// fields bindings lift (*uint32, *uint64, ...). The values of a lift share
+// 64-word slabs: a list of 500 process-infos has some 2,000 of them, and
+// one allocation each was a third of its lift in the guest. A slab is
+// plain memory (no pointers), so each word may hold any Scalar.
+func Box[T Scalar](l *Lifter, v T) *T {
+	if len(l.slab) == 0 {
+		l.slab = make([]uint64, slabWords)
+	}
+	p := (*T)(unsafe.Pointer(&l.slab[0]))
+	l.slab = l.slab[1:]
+	*p = v
+	return p
 }
 
 // maxListBytes is the Canonical ABI's bound on a string or list.
@@ -67,17 +94,45 @@ func (l *Lifter) view(ptr, n uint32, elem Type, what string) []byte {
 	return v
 }
 
-// String lifts the string whose (ptr, len) is at b[off:].
+// String lifts the string whose (ptr, len) is at b[off:]. It is a view
+// of the scope's memory, not a copy: that memory is never handed out
+// again nor written once the call is over (alloc.go), and the view keeps
+// its chunk alive, so the string is as immutable as Go requires. A copy
+// per string was most of a large list's lift.
 func (l *Lifter) String(b []byte, off uint32, what string) string {
-	v := l.view(GetU32(b, off), GetU32(b, off+4), U8, what)
-	if l.Err != nil {
+	ptr, n := GetU32(b, off), GetU32(b, off+4)
+	if n == 0 || l.Err != nil {
 		return ""
 	}
-	if !utf8.Valid(v) {
+	v, ok := l.M.Load(ptr, n)
+	if !ok || n > maxListBytes {
+		l.view(ptr, n, U8, what) // records why
+		return ""
+	}
+	if !validUTF8(v) {
 		l.failf("%s: invalid UTF-8", what)
 		return ""
 	}
-	return string(v)
+	return unsafe.String(&v[0], len(v))
+}
+
+// validUTF8 is utf8.Valid with a cheaper check for pure ASCII, nearly
+// every string a host lowers: 8 bytes a step and an overlapping last
+// word, no loop over single bytes (in the guest every loop iteration
+// pays the engine's termination check).
+func validUTF8(v []byte) bool {
+	var acc uint64
+	if n := len(v); n >= 8 {
+		for i := 0; i+8 <= n; i += 8 {
+			acc |= binary.LittleEndian.Uint64(v[i:])
+		}
+		acc |= binary.LittleEndian.Uint64(v[n-8:])
+	} else {
+		var w [8]byte
+		copy(w[:], v)
+		acc = binary.LittleEndian.Uint64(w[:])
+	}
+	return acc&0x8080808080808080 == 0 || utf8.Valid(v)
 }
 
 // Bytes lifts (a copy of) the list<u8> whose (ptr, len) is at b[off:].
@@ -109,30 +164,35 @@ func (l *Lifter) List(b []byte, off uint32, elem Type, what string) [][]byte {
 // LiftList lifts the list whose (ptr, len) is at b[off:], each element
 // of layout elem with lift.
 func LiftList[T any](l *Lifter, b []byte, off uint32, elem Type, what string, lift func(*Lifter, []byte, uint32) T) []T {
-	elems := l.List(b, off, elem, what)
-	out := make([]T, 0, len(elems))
-	for _, e := range elems {
-		out = append(out, lift(l, e, 0))
+	n := GetU32(b, off+4)
+	v := l.view(GetU32(b, off), n, elem, what)
+	if l.Err != nil {
+		return nil
+	}
+	out := make([]T, n)
+	for i := range out {
+		out[i] = lift(l, v, uint32(i)*elem.Size)
 	}
 	return out
 }
 
-// Case reads a variant discriminant and checks it is below n.
+// Case reads a variant discriminant and checks it is below n. The
+// common path (a one-byte discriminant in range, no earlier problem) is
+// straight-line code: in the guest every taken branch costs the engine's
+// termination check.
 func (l *Lifter) Case(b []byte, off uint32, n int, what string) int {
-	if l.Err != nil {
-		return 0
-	}
 	var d uint32
-	switch discSize(n) {
-	case 1:
+	if n <= 1<<8 {
 		d = uint32(b[off])
-	case 2:
+	} else if n <= 1<<16 {
 		d = uint32(binary.LittleEndian.Uint16(b[off:]))
-	default:
+	} else {
 		d = GetU32(b, off)
 	}
-	if d >= uint32(n) {
-		l.failf("%s: discriminant %d out of range (%d cases)", what, d, n)
+	if d >= uint32(n) || l.Err != nil {
+		if l.Err == nil {
+			l.failf("%s: discriminant %d out of range (%d cases)", what, d, n)
+		}
 		return 0
 	}
 	return int(d)

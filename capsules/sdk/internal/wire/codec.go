@@ -113,27 +113,24 @@ func StorePersistOptions(s *abi.Scope, b []byte, off uint32, po *PersistOptions)
 
 // optS32At lifts option<s32>.
 func optS32At(l *abi.Lifter, b []byte, off uint32, what string) *int32 {
-	if l.Case(b, off, 2, what) == 0 || l.Err != nil {
+	if l.Case(b, off, 2, what) == 0 { // also 0 after an earlier problem
 		return nil
 	}
-	v := abi.GetS32(b, off+optS32.Payload)
-	return &v
+	return abi.Box(l, abi.GetS32(b, off+optS32.Payload))
 }
 
 func optU32At(l *abi.Lifter, b []byte, off uint32, what string) *uint32 {
-	if l.Case(b, off, 2, what) == 0 || l.Err != nil {
+	if l.Case(b, off, 2, what) == 0 { // also 0 after an earlier problem
 		return nil
 	}
-	v := abi.GetU32(b, off+optU32.Payload)
-	return &v
+	return abi.Box(l, abi.GetU32(b, off+optU32.Payload))
 }
 
 func optU64At(l *abi.Lifter, b []byte, off uint32, what string) *uint64 {
-	if l.Case(b, off, 2, what) == 0 || l.Err != nil {
+	if l.Case(b, off, 2, what) == 0 { // also 0 after an earlier problem
 		return nil
 	}
-	v := abi.GetU64(b, off+optU64.Payload)
-	return &v
+	return abi.Box(l, abi.GetU64(b, off+optU64.Payload))
 }
 
 // LiftExitInfo lifts exit-info at b[off:].
@@ -207,27 +204,53 @@ func LiftLogChunk(l *abi.Lifter, b []byte, off uint32) LogChunk {
 
 var optEnum7 = abi.Option(abi.Enum(7))
 
-// LiftProcessInfo lifts process-info at b[off:].
+// LiftProcessInfo lifts process-info at b[off:]. Its discriminants are
+// read together, and only a bad one (or an earlier problem) takes the
+// checked reads, which name it: a list lifts this once per process, and
+// in the guest every call and branch costs the engine's termination
+// check.
 func LiftProcessInfo(l *abi.Lifter, b []byte, off uint32) ProcessInfo {
 	o := LProcessInfo.Offs
 	pi := ProcessInfo{
 		ID:            l.String(b, off+o[0], "process-info.id"),
 		Label:         l.String(b, off+o[1], "process-info.label"),
 		Command:       l.String(b, off+o[2], "process-info.command"),
-		OSPid:         optU32At(l, b, off+o[3], "process-info.os-pid"),
-		Phase:         Phase(l.Case(b, off+o[4], 3, "process-info.phase")),
-		Exit:          optExitInfoAt(l, b, off+o[5], "process-info.exit"),
 		AgeMS:         abi.GetU64(b, off+o[7]),
 		IdleMS:        abi.GetU64(b, off+o[8]),
 		BufferedBytes: abi.GetU64(b, off+o[9]),
 		BytesDropped:  abi.GetU64(b, off+o[10]),
 		StdinOpen:     abi.GetBool(b, off+o[11]),
-		CPUMS:         optU64At(l, b, off+o[12], "process-info.cpu-ms"),
-		MemBytesPeak:  optU64At(l, b, off+o[13], "process-info.mem-bytes-peak"),
 	}
-	if l.Case(b, off+o[6], 2, "process-info.exit-reason") == 1 {
-		r := ExitReason(l.Case(b, off+o[6]+optEnum7.Payload, 7, "exit-reason"))
-		pi.ExitReason = &r
+	pid, phase, exit, cpu, mem, reason := b[off+o[3]], b[off+o[4]], b[off+o[5]], b[off+o[12]], b[off+o[13]], b[off+o[6]]
+	if pid|exit|cpu|mem|reason > 1 || phase > 2 || reason == 1 && b[off+o[6]+optEnum7.Payload] > 6 || l.Err != nil {
+		pid = byte(l.Case(b, off+o[3], 2, "process-info.os-pid"))
+		phase = byte(l.Case(b, off+o[4], 3, "process-info.phase"))
+		exit = byte(l.Case(b, off+o[5], 2, "process-info.exit"))
+		cpu = byte(l.Case(b, off+o[12], 2, "process-info.cpu-ms"))
+		mem = byte(l.Case(b, off+o[13], 2, "process-info.mem-bytes-peak"))
+		if reason = byte(l.Case(b, off+o[6], 2, "process-info.exit-reason")); reason == 1 {
+			l.Case(b, off+o[6]+optEnum7.Payload, 7, "exit-reason")
+		}
+		if l.Err != nil {
+			return pi
+		}
+	}
+	pi.Phase = Phase(phase)
+	if pid == 1 {
+		pi.OSPid = abi.Box(l, abi.GetU32(b, off+o[3]+optU32.Payload))
+	}
+	if exit == 1 {
+		e := LiftExitInfo(l, b, off+o[5]+optExitInfo.Payload)
+		pi.Exit = &e
+	}
+	if cpu == 1 {
+		pi.CPUMS = abi.Box(l, abi.GetU64(b, off+o[12]+optU64.Payload))
+	}
+	if mem == 1 {
+		pi.MemBytesPeak = abi.Box(l, abi.GetU64(b, off+o[13]+optU64.Payload))
+	}
+	if reason == 1 {
+		pi.ExitReason = abi.Box(l, ExitReason(b[off+o[6]+optEnum7.Payload]))
 	}
 	return pi
 }

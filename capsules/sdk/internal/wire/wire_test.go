@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/capsule-host/capsule-host/capsules/sdk/internal/abi"
@@ -291,5 +292,43 @@ func TestLiftEventBatch(t *testing.T) {
 	}
 	if e := eb.Events[2]; e.Kind != EventStdinDrained {
 		t.Errorf("event 2 %+v", e)
+	}
+}
+
+// TestLiftProcessInfoBadCase: a discriminant out of range in any field
+// fails the lift and names that field, though the fields' discriminants
+// are first read together.
+func TestLiftProcessInfoBadCase(t *testing.T) {
+	o := LProcessInfo.Offs
+	for _, tc := range []struct {
+		at   uint32
+		v    byte
+		want string
+	}{
+		{o[3], 2, "process-info.os-pid"},
+		{o[4], 3, "process-info.phase"},
+		{o[5], 2, "process-info.exit"},
+		{o[5] + optExitInfo.Payload + LExitInfo.Offs[0], 2, "exit-info.exit-code"}, // exit some, then its own option
+		{o[6], 2, "process-info.exit-reason"},
+		{o[6] + optEnum7.Payload, 7, "exit-reason"}, // exit-reason some(7)
+		{o[12], 5, "process-info.cpu-ms"},
+		{o[13], 255, "process-info.mem-bytes-peak"},
+	} {
+		b := make([]byte, LProcessInfo.Size)
+		switch tc.want {
+		case "exit-info.exit-code":
+			b[o[5]] = 1
+		case "exit-reason":
+			b[o[6]] = 1
+		}
+		b[tc.at] = tc.v
+		l := abi.Lifter{M: &abi.Scope{}}
+		pi := LiftProcessInfo(&l, b, 0)
+		if l.Err == nil || !strings.Contains(l.Err.Error(), tc.want+":") {
+			t.Errorf("byte %d = %d: err %v, want one naming %s", tc.at, tc.v, l.Err, tc.want)
+		}
+		if pi.OSPid != nil || pi.ExitReason != nil || pi.CPUMS != nil {
+			t.Errorf("byte %d = %d: a failed lift filled options: %+v", tc.at, tc.v, pi)
+		}
 	}
 }

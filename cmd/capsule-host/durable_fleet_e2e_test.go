@@ -87,12 +87,16 @@ func fleetConfig(t *testing.T, dir string, mix map[string]int) map[string]int {
 // printing "MARK n" every 50 ms (bash's read -t on a FIFO it holds open
 // both ways waits without a fork: 100 counters forking sleep 20 times a
 // second would be 2,000 execs a second, a load that tests the machine,
-// not the keeper; busybox in the OCI image has no bash and forks), and an
+// not the keeper; busybox in the OCI image has no bash and forks; the
+// FIFO's name is random, as $$ is the same in every bwrap sandbox (a PID
+// namespace each) and a principal's counters share a workspace: a clash
+// failed mkfifo and the counter spun without a tick, printing gigabytes
+// that took a loaded CI run 14 minutes to read back), and an
 // exiter that counts every 200 ms until exit-now appears in its
 // workspace (its cwd: a sandbox sees nothing else of the host), then
 // exits 7.
 func fleetScripts(mark, kind string) (counter, exiter string) {
-	counter = fmt.Sprintf(`exec bash -c 'f=.tick-$$; mkfifo $f && exec 9<>$f && rm $f; i=0; while true; do i=$((i+1)); echo "%s $i"; read -t 0.05 -u 9; done'`, mark)
+	counter = fmt.Sprintf(`exec bash -c 'f=.tick-$$-$RANDOM$RANDOM; { mkfifo $f && exec 9<>$f && rm $f; } || exit 9; i=0; while true; do i=$((i+1)); echo "%s $i"; read -t 0.05 -u 9; done'`, mark)
 	if kind == "oci" {
 		counter = fmt.Sprintf(`i=0; while true; do i=$((i+1)); echo "%s $i"; sleep 0.05; done`, mark)
 	}

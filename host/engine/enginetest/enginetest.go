@@ -70,6 +70,11 @@ func HostFuncs() []engine.HostFunc {
 			b[0], b[1], b[2], b[3] = byte(p), byte(p>>8), byte(p>>16), byte(p>>24)
 			c.Memory().Write(uint32(s[0]), b[:])
 		}},
+		{Module: hostModule, Name: "give_spin", Fn: func(ctx context.Context, c engine.Caller, s []uint64) {
+			if _, err := c.Realloc(ctx, 0, 0, 1, 0xfffffff0); err != nil {
+				engine.Trapf("realloc: %v", err)
+			}
+		}},
 		{Module: hostModule, Name: "ctxval", Results: []engine.ValueType{i32}, Fn: func(ctx context.Context, c engine.Caller, s []uint64) {
 			v, _ := ctx.Value(ctxKey{}).(int)
 			s[0] = uint64(v)
@@ -142,6 +147,7 @@ func Run(t *testing.T, ctor Ctor) {
 	t.Run("Traps", func(t *testing.T) { testTraps(t, ctor) })
 	t.Run("DeadlineInterrupts", func(t *testing.T) { testDeadline(t, ctor, "spin") })
 	t.Run("DeadlineInterruptsHostLoop", func(t *testing.T) { testDeadline(t, ctor, "spin_host") })
+	t.Run("DeadlineInterruptsNestedRealloc", func(t *testing.T) { testDeadlineNested(t, ctor) })
 	t.Run("CancelInterrupts", func(t *testing.T) { testCancel(t, ctor) })
 	t.Run("AlreadyDone", func(t *testing.T) { testAlreadyDone(t, ctor) })
 	t.Run("InterruptIsolated", func(t *testing.T) { testInterruptIsolated(t, ctor) })
@@ -215,8 +221,8 @@ func testImportsExports(t *testing.T, ctor Ctor) {
 	if imp[0].Module != hostModule || imp[0].Name != "add" || len(imp[0].Params) != 2 || imp[0].Results[0] != engine.I32 {
 		t.Fatalf("imports[0] = %+v", imp[0])
 	}
-	if len(imp) != 14 {
-		t.Fatalf("%d imports, want 14", len(imp))
+	if len(imp) != 15 {
+		t.Fatalf("%d imports, want 15", len(imp))
 	}
 	var names []string
 	found := false
@@ -308,6 +314,35 @@ func testTraps(t *testing.T, ctor Ctor) {
 				t.Fatal("a trap is not an interruption")
 			}
 		})
+	}
+}
+
+// testDeadlineNested: a cabi_realloc that spins while a host function
+// lowers into the guest, inside an export call, ends at the call's
+// deadline too (wazero calls it without a watcher of its own: the export
+// call's closes the module). The error may be the interruption or the
+// host function's trap around it; the call ends, and the instance is
+// closed.
+func testDeadlineNested(t *testing.T, ctor Ctor) {
+	f := NewFixture(t, ctor, engine.EngineConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Inst.Call(ctx, "give_spin")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || ctx.Err() == nil {
+			t.Fatalf("give_spin: %v (ctx %v), want it ended by the deadline", err, ctx.Err())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a realloc spinning inside an export call was not interrupted by the call's deadline")
+	}
+	var tr *engine.Trap
+	if _, err := f.Inst.Call(context.Background(), "add", 1, 2); !errors.As(err, &tr) || tr.Reason != "instance is closed" {
+		t.Fatalf("call after interrupt: %v", err)
 	}
 }
 

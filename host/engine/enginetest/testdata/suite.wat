@@ -1,12 +1,14 @@
 ;; Fixture for the engine conformance suite (host/engine/enginetest), run
 ;; against every engine: host imports, ctx propagation, WASI, traps, host
-;; panics, spin loops, memory growth under a limit, _initialize, and a
-;; bump-allocating cabi_realloc.
+;; panics, spin loops (one in a cabi_realloc a host function calls),
+;; memory growth under a limit, _initialize, and a bump-allocating
+;; cabi_realloc.
 ;; Rebuild: wat2wasm suite.wat -o suite.wasm
 (module
   (import "test:h/h@1.0.0" "add" (func $add (param i32 i32) (result i32)))
   (import "test:h/h@1.0.0" "trap" (func $htrap))
   (import "test:h/h@1.0.0" "give" (func $give (param i32)))
+  (import "test:h/h@1.0.0" "give_spin" (func $give_spin))
   (import "test:h/h@1.0.0" "ctxval" (func $ctxval (result i32)))
   (import "test:h/h@1.0.0" "panic_rt" (func $panic_rt))
   (import "test:h/h@1.0.0" "panic_str" (func $panic_str))
@@ -28,6 +30,8 @@
 
   (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
     (local $p i32)
+    ;; a size of 0xfffffff0 spins: a hostile realloc a host function calls
+    (if (i32.eq (local.get 3) (i32.const 0xfffffff0)) (then (loop $l (br $l))))
     (local.set $p (i32.and (i32.add (global.get $heap) (i32.sub (local.get 2) (i32.const 1)))
                            (i32.sub (i32.const 0) (local.get 2))))
     (global.set $heap (i32.add (local.get $p) (local.get 3)))
@@ -42,6 +46,8 @@
   ;; give: the host reallocs 5 bytes, writes "given" there and stores the
   ;; pointer at 64.
   (func (export "give") (result i32) (call $give (i32.const 64)) (i32.load (i32.const 64)))
+  ;; give_spin: the host's realloc inside this call spins in the guest
+  (func (export "give_spin") (call $give_spin))
   (func (export "unreachable") unreachable)
   (func (export "oob") (result i32) (i32.load (i32.const -1)))
   (func (export "divzero") (result i32) (i32.div_u (i32.const 1) (i32.const 0)))

@@ -35,13 +35,19 @@ func follow(t *testing.T, ctx context.Context, c *Client, refs []sandbox.Ref, fe
 		chOut    <-chan struct{}
 		chErr    <-chan struct{}
 		exited   chan struct{}
+		reported **procChange // what the feed's exit callback got, set before exited closes
 	}
 	ws := make([]watched, len(refs))
 	for i, ref := range refs {
 		w := watched{out: c.Log(ref, Stdout), err: c.Log(ref, Stderr), exited: make(chan struct{})}
 		w.chOut, w.chErr = w.out.Changed(), w.err.Changed()
-		exited := w.exited
-		if got := c.hub.onExit(ref.ID, func() { close(exited) }); got != feed {
+		w.reported = new(*procChange)
+		exited, reported := w.exited, w.reported
+		got, _ := c.hub.onExit(ref.ID, func(pc *procChange) {
+			*reported = pc
+			close(exited)
+		})
+		if got != feed {
 			t.Fatalf("onExit registered %v, want %v", got, feed)
 		}
 		if !feed {
@@ -74,6 +80,11 @@ func follow(t *testing.T, ctx context.Context, c *Client, refs []sandbox.Ref, fe
 			case <-ctx.Done():
 				t.Fatalf("process %d: no wake-up", i)
 			}
+		}
+		// The feed reports the recorded exit itself: the handle settles
+		// without a wait round trip.
+		if pc := *w.reported; feed && (pc == nil || pc.Exit == nil || pc.Exit.Code != 7 || pc.Exit.Reason != ReasonExited) {
+			t.Fatalf("process %d: the feed reported %+v, want the recorded exit 7", i, pc)
 		}
 		// The wake-up brought the state: the first line is in End
 		// without another round trip (or the stream moved on since).

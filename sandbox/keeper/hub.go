@@ -23,7 +23,7 @@ type hub struct {
 	failed      error // the loop ended (the connection did)
 	state       map[string]procChange
 	logs        map[string][]*logWaiter
-	exits       map[string][]func()
+	exits       map[string][]func(*procChange)
 	procs       map[string][]*procWatcher // Watch callbacks, by ref
 }
 
@@ -80,10 +80,14 @@ func (h *hub) waitLog(r *RemoteLog, seen int64, ch chan struct{}) bool {
 	return true
 }
 
-// onExit arranges for f to run (on its own goroutine) once the process
-// ref exited or was removed, or the connection ended. False means f was
-// not registered: the feed is unsupported or failed, or the process
-// already exited; the caller asks the keeper directly (wait).
+// onExit arranges for f to be called once the process ref exited or was
+// removed, or the connection ended: with the feed's state of the process
+// when that reports the exit (Exit set: the caller settles without a
+// round trip), else with nil (gone, the connection ended, or a keeper
+// whose feed carries no exit), and the caller asks the keeper (wait).
+// f runs on the feed's goroutine: it must not block. registered false
+// means f was not registered: the feed is unsupported or failed (known
+// nil), or the process already exited (known is its state).
 //
 // A process the feed has not reported yet (just started, or attached
 // before the first answer) is waited for: the keeper notes a start
@@ -91,21 +95,21 @@ func (h *hub) waitLog(r *RemoteLog, seen int64, ch chan struct{}) bool {
 // removed before this connection followed the feed would never be
 // reported; nobody attaches to one (the registry forgets a process
 // before it removes it).
-func (h *hub) onExit(ref string, f func()) bool {
+func (h *hub) onExit(ref string, f func(*procChange)) (registered bool, known *procChange) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.unsupported || h.failed != nil {
-		return false
+		return false, nil
 	}
 	if pc, ok := h.state[ref]; h.ready && ok && pc.Exited {
-		return false
+		return false, &pc
 	}
 	if h.exits == nil {
-		h.exits = map[string][]func(){}
+		h.exits = map[string][]func(*procChange){}
 	}
 	h.exits[ref] = append(h.exits[ref], f)
 	h.startLocked()
-	return true
+	return true, nil
 }
 
 func (h *hub) startLocked() {
@@ -143,8 +147,12 @@ func (h *hub) apply(res watchAllResult) {
 		w  *logWaiter
 		pc *procChange
 	}
+	type exitFire struct {
+		f  func(*procChange)
+		pc *procChange
+	}
 	var logFires []logFire
-	var exitFires []func()
+	var exitFires []exitFire
 	touched := map[string]bool{}
 	for _, pc := range res.Procs {
 		touched[pc.Ref] = true
@@ -180,7 +188,13 @@ func (h *hub) apply(res watchAllResult) {
 	for ref, fs := range h.exits {
 		pc, known := h.state[ref]
 		if (touched[ref] || res.Full) && (!known || pc.Exited) {
-			exitFires = append(exitFires, fs...)
+			var at *procChange
+			if known {
+				at = &pc
+			}
+			for _, f := range fs {
+				exitFires = append(exitFires, exitFire{f, at})
+			}
 			delete(h.exits, ref)
 		}
 	}
@@ -194,7 +208,7 @@ func (h *hub) apply(res watchAllResult) {
 		f.w.fire(f.pc)
 	}
 	for _, f := range exitFires {
-		go f()
+		f.f(f.pc)
 	}
 }
 
@@ -218,7 +232,7 @@ func (h *hub) end(err error, unsupported bool) {
 	}
 	for _, fs := range exits {
 		for _, f := range fs {
-			go f()
+			f(nil)
 		}
 	}
 }

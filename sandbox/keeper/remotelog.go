@@ -25,6 +25,7 @@ type RemoteLog struct {
 
 	mu    sync.Mutex
 	state LogState
+	final bool          // state is the closed stream's last (noteFinal): End and Closed need no round trip
 	watch chan struct{} // the channel Changed hands out while a watch is parked
 	err   error
 }
@@ -50,6 +51,18 @@ func (r *RemoteLog) note(st LogState, err error) {
 	if st.End >= r.state.End {
 		r.state = st
 	}
+}
+
+// noteFinal notes a state the keeper read after it recorded the process's
+// exit (the feed's, with the exit): the backend closed the stream before
+// the process settled, so End and Closed cannot move any more. A state
+// read while the stream still ran may pair an End read before the last
+// write with Closed read after it, so only this one is final.
+func (r *RemoteLog) noteFinal(st LogState) {
+	r.note(st, nil)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.final = r.state.Closed && r.state.End >= 0 // End -1: a recovered stream not opened yet
 }
 
 // ReadFrom reads up to max bytes from off, as OutputLog.ReadFrom: Data
@@ -167,11 +180,28 @@ func (r *RemoteLog) fetch() LogState {
 	return r.state
 }
 
+// finalState is the stream's final state, if noteFinal saw it.
+func (r *RemoteLog) finalState() (LogState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state, r.final
+}
+
 // End is the number of bytes written to the stream.
-func (r *RemoteLog) End() int64 { return r.fetch().End }
+func (r *RemoteLog) End() int64 {
+	if st, ok := r.finalState(); ok {
+		return st.End
+	}
+	return r.fetch().End
+}
 
 // Closed reports whether the stream reached EOF.
-func (r *RemoteLog) Closed() bool { return r.fetch().Closed }
+func (r *RemoteLog) Closed() bool {
+	if _, ok := r.finalState(); ok {
+		return true
+	}
+	return r.fetch().Closed
+}
 
 // Dropped is the number of bytes no longer retained anywhere.
 func (r *RemoteLog) Dropped() int64 { return r.fetch().Dropped }

@@ -156,7 +156,11 @@ type procChange struct {
 	Stdout LogState `json:"stdout"`
 	Stderr LogState `json:"stderr"`
 	Exited bool     `json:"exited"`
-	Gone   bool     `json:"gone,omitempty"`
+	// Exit is the recorded exit once Exited, so that a client settles its
+	// handle without a wait round trip; absent from an older keeper's
+	// answers (the client then waits as before).
+	Exit *wireExit `json:"exit,omitempty"`
+	Gone bool      `json:"gone,omitempty"`
 }
 
 type stdinArgs struct {

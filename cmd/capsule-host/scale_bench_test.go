@@ -38,7 +38,9 @@ import (
 // (so the load hit both alike), plus its footprint growth per process
 // from Warm(N) to N (KiB RSS, fds, threads: the daemon plus its keeper,
 // each sample taken two garbage collections after the spawns, see
-// steadyFootprint; the tmux server). benchdoc draws each unit over N against tmux. The
+// steadyFootprint; the tmux server), and ours in its two parts, the
+// keeper's resident size and the daemon's live heap (reportParts says
+// why). benchdoc draws each unit over N against tmux. The
 // tmux side is skipped where the kernel has not N ptys to spare
 // (kernel.pty.max, 4096 by default: no 5000 tmux sessions without
 // raising it).
@@ -63,6 +65,9 @@ func BenchmarkScale(b *testing.B) {
 					testutil.ReportSide(b, op, "ms", s.times[name+"-"+op])
 				}
 				testutil.ReportFootprint(b, s.base[name], s.all[name], n)
+				if name == "capsule-host" {
+					s.reportParts(b)
+				}
 			})
 		}
 		s.close(b)
@@ -92,6 +97,10 @@ type scaleRun struct {
 	dir       string
 	d         *daemonProc
 	base, all map[string]procfs.Footprint
+	// parts are the two parts of ours at Warm(n) and at n: the keeper's
+	// resident size and the daemon's live heap (see reportParts).
+	keeperKiB [2]int
+	heapLive  [2]uint64
 	times     map[string][]time.Duration
 	sides     []testutil.Side
 	turn      int
@@ -150,9 +159,22 @@ func (s *scaleRun) startOurs(b *testing.B) {
 	b.Cleanup(func() { killMarked(s.mark) })
 	warm := testutil.Warm(s.n)
 	spawnAPI(b, c, 0, warm, s.mark)
-	s.base["capsule-host"] = s.steadyFootprint(b, c)
+	s.base["capsule-host"] = s.steadyFootprint(b, c, 0)
 	spawnAPI(b, c, warm, s.n, s.mark)
-	s.all["capsule-host"] = s.steadyFootprint(b, c)
+	s.all["capsule-host"] = s.steadyFootprint(b, c, 1)
+}
+
+// reportParts reports the growth per process of the keeper's resident
+// size and of the daemon's live heap. The daemon's resident size follows
+// its heap goal over about 200 MB of fixed heap (compiled capsules, guest
+// memories), so its growth from Warm(n) to n moves by tens of MB with the
+// collector's timing and the scavenger's returns (−18 to +48 KiB per
+// process at N = 1,000 in two runs of one tree); these two parts say what
+// a process itself costs.
+func (s *scaleRun) reportParts(b *testing.B) {
+	per := float64(s.n - testutil.Warm(s.n))
+	b.ReportMetric(float64(s.keeperKiB[1]-s.keeperKiB[0])/per, "keeper-KiB-rss/proc")
+	b.ReportMetric((float64(s.heapLive[1])-float64(s.heapLive[0]))/1024/per, "daemon-heap-KiB/proc")
 }
 
 // steadyFootprint is footprint at the same point of the daemon's garbage
@@ -165,7 +187,7 @@ func (s *scaleRun) startOurs(b *testing.B) {
 // serves lists (the operator's, through the API: they allocate in
 // proportion to N, as any traffic does) until it has run two collections
 // since, bounded at 30 s (the figure is then logged as unsettled).
-func (s *scaleRun) steadyFootprint(b *testing.B, c *api.Client) procfs.Footprint {
+func (s *scaleRun) steadyFootprint(b *testing.B, c *api.Client, at int) procfs.Footprint {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -174,6 +196,7 @@ func (s *scaleRun) steadyFootprint(b *testing.B, c *api.Client) procfs.Footprint
 		if err != nil || h.Runtime == nil {
 			b.Fatalf("health: %+v %v; want the operator's runtime figures", h, err)
 		}
+		s.heapLive[at] = h.Runtime.HeapLiveBytes
 		return h.Runtime.GCCycles
 	}
 	from, end := cycles(), time.Now().Add(30*time.Second)
@@ -188,13 +211,13 @@ func (s *scaleRun) steadyFootprint(b *testing.B, c *api.Client) procfs.Footprint
 			}
 		}
 	}
-	return s.footprint(b)
+	return s.footprint(b, at)
 }
 
 func (s *scaleRun) sock() string { return filepath.Join(s.dir, "d.sock") }
 
 // footprint is the daemon's plus its keeper's.
-func (s *scaleRun) footprint(b *testing.B) procfs.Footprint {
+func (s *scaleRun) footprint(b *testing.B, at int) procfs.Footprint {
 	lock, err := os.ReadFile(keeperLock(s.dir))
 	if err != nil {
 		b.Fatal(err)
@@ -205,6 +228,7 @@ func (s *scaleRun) footprint(b *testing.B) procfs.Footprint {
 	if err1 != nil || err2 != nil {
 		b.Fatal(err1, err2)
 	}
+	s.keeperKiB[at] = kf.RSSKiB
 	return df.Add(kf)
 }
 

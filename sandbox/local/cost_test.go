@@ -189,6 +189,11 @@ func measureLive(t testing.TB, n int, opts local.Options) liveCost {
 	if !opts.Multiplex {
 		settleBlocked(t, n) // multiplexed, nothing waits per process
 	}
+	// Read every process's figures, as a list of them does: a read must
+	// leave nothing held per process (it left the group's cpu.stat open).
+	for _, h := range hs {
+		h.Stats()
+	}
 	after := sampleHost(t)
 	per := func(a, b int64) float64 { return float64(a-b) / float64(n) }
 	for k, v := range after.fdKinds {

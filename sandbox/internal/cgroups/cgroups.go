@@ -225,6 +225,10 @@ type Group struct {
 	mu        sync.Mutex
 	procsFD   int
 	cpuStatFD int
+	// uncached: Idle was called; reads open and close their file (a
+	// status read of every live process must not leave a descriptor per
+	// group behind: it did, one per process in the keeper after a list).
+	uncached bool
 }
 
 // Parent is the subdirectory under this process's own cgroup in which the
@@ -458,7 +462,8 @@ func (g *Group) Procs() ([]int, error) {
 	return parseProcs(b), nil
 }
 
-// pread reads a whole small file through a cached descriptor.
+// pread reads a whole small file through a cached descriptor (a fresh
+// one, closed after the read, once the group is Idle).
 func (g *Group) pread(fd *int, path string) ([]byte, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -467,12 +472,21 @@ func (g *Group) pread(fd *int, path string) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cgroups: open %s: %w", path, err)
 		}
+		if g.uncached {
+			defer unix.Close(f)
+			return preadAll(f, path)
+		}
 		*fd = f
 	}
+	return preadAll(*fd, path)
+}
+
+// preadAll reads the whole file fd from offset 0.
+func preadAll(fd int, path string) ([]byte, error) {
 	buf := make([]byte, 4096)
 	var out []byte
 	for off := int64(0); ; {
-		n, err := unix.Pread(*fd, buf, off)
+		n, err := unix.Pread(fd, buf, off)
 		if err == unix.EINTR {
 			continue
 		}
@@ -488,11 +502,15 @@ func (g *Group) pread(fd *int, path string) ([]byte, error) {
 }
 
 // Idle closes every descriptor the group holds (the directory's and the
-// cached files'); each reopens at its next use. For a holder of many
-// long-lived groups (the keeper), where a descriptor per group would be
-// paid for the whole life of its process.
+// cached files') and keeps none from then on: a later read opens and
+// closes its file. For a holder of many long-lived groups (the keeper),
+// where a descriptor per group would be paid for the whole life of its
+// process.
 func (g *Group) Idle() {
 	g.CloseFD()
+	g.mu.Lock()
+	g.uncached = true
+	g.mu.Unlock()
 	g.closeFiles()
 }
 

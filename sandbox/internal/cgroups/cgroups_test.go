@@ -84,3 +84,46 @@ func TestLimitErrorWriteFails(t *testing.T) {
 		t.Fatalf("leaf left behind: %v", err)
 	}
 }
+
+// A group keeps its cgroup.procs and cpu.stat open between reads (pooled
+// groups are read at every settlement) until Idle; from then on a read
+// opens and closes its file, so the keeper holds no descriptor per live
+// group however often its processes' status is read. A plain directory
+// stands in for the v2 leaf.
+func TestIdleGroupKeepsNoDescriptor(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte("11\n12\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, "cpu.stat"), []byte("usage_usec 1500\nuser_usec 1000\n"), 0o600)
+	g := &Group{V2Dir: dir, fd: -1, procsFD: -1, cpuStatFD: -1}
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	read := func() {
+		t.Helper()
+		if ps, err := g.Procs(); err != nil || !reflect.DeepEqual(ps, []int{11, 12}) {
+			t.Fatalf("Procs = %v, %v", ps, err)
+		}
+		if d, ok := g.CPUTime(); !ok || d.Microseconds() != 1500 {
+			t.Fatalf("CPUTime = %v, %v", d, ok)
+		}
+	}
+	before := fds()
+	read()
+	if n := fds() - before; n != 2 {
+		t.Fatalf("a busy group holds %d descriptors after its reads, want its 2 cached files", n)
+	}
+	g.Idle()
+	if n := fds() - before; n != 0 {
+		t.Fatalf("Idle left %d descriptors", n)
+	}
+	for range 3 {
+		read()
+	}
+	if n := fds() - before; n != 0 {
+		t.Fatalf("an idle group holds %d descriptors after its reads, want none", n)
+	}
+}

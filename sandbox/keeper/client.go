@@ -176,12 +176,13 @@ func (c *Client) failure() error {
 // call sends one request and waits for its answer. When ctx ends first
 // the keeper is told to cancel the request, and ctx's error is returned.
 // onCall, when a test sets it, sees the op of every request a Client
-// sends (which round trips a path makes).
-var onCall func(op string)
+// sends (which round trips a path makes). Atomic: a feed's goroutine may
+// still send while the test that set it ends.
+var onCall atomic.Pointer[func(op string)]
 
 func (c *Client) call(ctx context.Context, op string, args, out any) error {
-	if onCall != nil {
-		onCall(op)
+	if f := onCall.Load(); f != nil {
+		(*f)(op)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("keeper %s: %w", op, context.Cause(ctx))

@@ -115,12 +115,13 @@ func feedSpec() sandbox.ProcessSpec {
 func TestSettleFromFeed(t *testing.T) {
 	var mu sync.Mutex
 	ops := map[string]int{}
-	onCall = func(op string) {
+	count := func(op string) {
 		mu.Lock()
 		ops[op]++
 		mu.Unlock()
 	}
-	defer func() { onCall = nil }()
+	onCall.Store(&count)
+	t.Cleanup(func() { onCall.Store(nil) })
 	ctx, _, b := feedBackend(t)
 	h, err := b.Start(ctx, feedSpec())
 	if err != nil {

@@ -24,6 +24,9 @@ func BenchmarkSpawnWait(b *testing.B) {
 	b.Run("cgroup", func(b *testing.B) { benchSpawnWait(b, local.Options{}) })
 	// Without cgroups: what the tracking cgroup costs.
 	b.Run("nocgroup", func(b *testing.B) { benchSpawnWait(b, local.Options{NoCgroups: true}) })
+	// The keeper's mode (one epoll loop, the SIGCHLD watcher): the backend
+	// under every persistent process.
+	b.Run("multiplex", func(b *testing.B) { benchSpawnWait(b, local.Options{Multiplex: true}) })
 }
 
 func benchSpawnWait(b *testing.B, opts local.Options) {

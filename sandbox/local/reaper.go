@@ -297,6 +297,7 @@ func (r *reaperState) poke() {
 func (r *reaperState) loop(sigs <-chan os.Signal) {
 	tick := time.NewTicker(time.Second)
 	backoff := time.NewTimer(time.Hour)
+	coalesce := time.NewTimer(time.Hour)
 	delay := time.Duration(0)
 	for {
 		signalled, peek := false, false
@@ -314,9 +315,27 @@ func (r *reaperState) loop(sigs <-chan os.Signal) {
 			r.peekRoots()
 		}
 		if signalled && !r.waiting() {
-			// Coalesce bursts of SIGCHLD: one orphan sweep per few ms
-			// (a signal meanwhile is kept by the channel).
-			time.Sleep(5 * time.Millisecond)
+			// Coalesce bursts of SIGCHLD: one orphan sweep per few ms.
+			// Only the sweep waits: a SIGCHLD meanwhile still peeks at
+			// the watched roots at once, and a tree that starts waiting
+			// ends the pause. (A plain sleep here held back the exit of
+			// every watched root whose SIGCHLD came within 5 ms of
+			// another child's: the keeper's spawn+wait of /bin/true
+			// was 4x os/exec's.)
+			coalesce.Reset(5 * time.Millisecond)
+		pause:
+			for {
+				select {
+				case <-coalesce.C:
+					break pause
+				case <-sigs:
+					r.peekRoots()
+				case <-r.kick:
+					coalesce.Stop()
+					delay = 0
+					break pause
+				}
+			}
 		}
 		if !r.sweep() {
 			delay = 0

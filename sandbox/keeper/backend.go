@@ -325,10 +325,10 @@ func (h *handle) Done() <-chan struct{} { return h.done }
 // it parks nothing: it registers feedExit, which settles the handle with
 // the exit the feed reports (or runs waitLoop again when the connection
 // ends), and returns, so a live process costs no goroutine here. Against
-// a keeper without the feed it waits in the keeper. When the keeper goes away it reconnects, starting
-// a new keeper, which answers with the keeper-lost exit; only if no
-// keeper can be reached for lostBound is the attachment lost
-// (ErrUnavailable).
+// a keeper without the feed it waits in the keeper. When the keeper goes
+// away it reconnects, starting a new keeper, which answers with the
+// keeper-lost exit; only if no keeper can be reached for lostBound is the
+// attachment lost (ErrUnavailable).
 func (h *handle) waitLoop() {
 	select {
 	case <-h.done:
@@ -373,9 +373,10 @@ func (h *handle) waitLoop() {
 
 // feedExit is the feed's report of the process (hub.onExit): with the
 // recorded exit it settles the handle on the spot, which saves the wait
-// round trip a settle cost after every exit (issue 16: about 0.4 ms of
-// a persistent spawn+wait); else (removed, the connection ended, a keeper
-// whose feed carries no exit) it follows the process as waitLoop does.
+// round trip a settle cost after every exit and the log_state of each
+// later read of a stream's end; else (removed, the connection ended, a
+// keeper whose feed carries no exit) it follows the process as waitLoop
+// does. It runs on the feed's goroutine, so it must not block.
 func (h *handle) feedExit(pc *procChange) {
 	if !h.settleFrom(pc) {
 		go h.waitLoop()

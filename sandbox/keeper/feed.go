@@ -153,11 +153,10 @@ func (s *server) changes(gen uint64, full bool, changed, removed []string) watch
 
 // change is the state watch_all reports for e, with its exit once that is
 // recorded (durable: done closes after the record's flush, RFC §16's
-// rule). A process recovered from
-// an earlier keeper is exited and its streams closed; a stream whose
-// spill file nobody opened yet is reported closed with End -1 (unknown)
-// rather than opened: a snapshot would otherwise hold a descriptor per
-// recovered process.
+// rule). A process recovered from an earlier keeper is exited and its
+// streams closed; a stream whose spill file nobody opened yet is reported
+// closed with End -1 (unknown) rather than opened: a snapshot would
+// otherwise hold a descriptor per recovered process.
 func (e *entry) change() procChange {
 	pc := procChange{Ref: e.id, Exited: e.exited()}
 	if pc.Exited { // e.exit is set before done closes, and durable

@@ -319,10 +319,10 @@ func testTraps(t *testing.T, ctor Ctor) {
 
 // testDeadlineNested: a cabi_realloc that spins while a host function
 // lowers into the guest, inside an export call, ends at the call's
-// deadline too (wazero calls it without a watcher of its own: the export
-// call's closes the module). The error may be the interruption or the
-// host function's trap around it; the call ends, and the instance is
-// closed.
+// deadline too: the interruption reaches guest code a host function
+// called, not only the export's own. The error may be the interruption
+// or the host function's trap around it; the call ends, and the instance
+// is closed.
 func testDeadlineNested(t *testing.T, ctor Ctor) {
 	f := NewFixture(t, ctor, engine.EngineConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)

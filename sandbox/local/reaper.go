@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/signal"
@@ -60,6 +61,10 @@ type reaperState struct {
 	// (reapGroup); one sweep of the children serves them all.
 	waiters []*reapWait
 	kick    chan struct{}
+	// pause is the SIGCHLD coalescing before an orphan sweep (5 ms when
+	// zero); quit ends loop (nil: never). Both for tests of the loop.
+	pause time.Duration
+	quit  chan struct{}
 }
 
 // lingerFor bounds how long a settled session's stragglers stay ours.
@@ -309,6 +314,8 @@ func (r *reaperState) loop(sigs <-chan os.Signal) {
 		case <-r.kick:
 			delay = 0 // a new waiter: sweep at once
 		case <-backoff.C:
+		case <-r.quit:
+			return
 		}
 		if peek {
 			// Watched roots at once: their settling waits on it.
@@ -322,7 +329,7 @@ func (r *reaperState) loop(sigs <-chan os.Signal) {
 			// every watched root whose SIGCHLD came within 5 ms of
 			// another child's: the keeper's spawn+wait of /bin/true
 			// was 4x os/exec's.)
-			coalesce.Reset(5 * time.Millisecond)
+			coalesce.Reset(cmp.Or(r.pause, 5*time.Millisecond))
 		pause:
 			for {
 				select {
@@ -334,6 +341,8 @@ func (r *reaperState) loop(sigs <-chan os.Signal) {
 					coalesce.Stop()
 					delay = 0
 					break pause
+				case <-r.quit:
+					return
 				}
 			}
 		}

@@ -1,6 +1,9 @@
 package local
 
 import (
+	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,5 +68,53 @@ func TestLingeringSessionOwnership(t *testing.T) {
 	}
 	if _, ok := r.lingering[sid+1]; ok {
 		t.Error("an expired lingering session is kept")
+	}
+}
+
+// TestWatchedExitDuringCoalescePause: a watched root that exits while
+// the loop pauses to coalesce SIGCHLDs before an orphan sweep is reported
+// at its own SIGCHLD, not at the pause's end. The pause is an hour here,
+// so a loop that slept through it fails the 30 s bound (a plain 5 ms
+// sleep held back every such exit: the keeper's spawn+wait was 4x
+// os/exec's). A child of the test stands in for the root: a cat that
+// exits when its stdin closes, started without Wait, so it stays a
+// zombie until the test reaps it. The signal channel is unbuffered: a
+// send returns once the loop took it.
+func TestWatchedExitDuringCoalescePause(t *testing.T) {
+	r := &reaperState{roots: map[int]int{}, sessions: map[int]int{}, lingering: map[int]time.Time{}, prefixes: map[string]int{},
+		watched: map[int]func(rootEvent){}, kick: make(chan struct{}, 1), pause: time.Hour, quit: make(chan struct{})}
+	sigs := make(chan os.Signal)
+	ended := make(chan struct{})
+	go func() { r.loop(sigs); close(ended) }()
+	defer func() { close(r.quit); <-ended }()
+	cmd := exec.Command("/bin/cat")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait() // reaps the zombie whatever happens
+	defer stdin.Close()
+	got := make(chan rootEvent, 1)
+	r.watchRoot(cmd.Process.Pid, func(ev rootEvent) { got <- ev })
+	// A SIGCHLD while the root runs: the loop peeks (nothing exited),
+	// then pauses.
+	sigs <- syscall.SIGCHLD
+	stdin.Close() // the root exits
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		select {
+		case ev := <-got:
+			if ev.err != nil || ev.si.Code != 1 || ev.si.Status != 0 {
+				t.Fatalf("reported %+v, want a clean exit", ev)
+			}
+			return
+		case sigs <- syscall.SIGCHLD: // its exit's, until the peek sees the zombie
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watched root's exit was not reported during the coalescing pause")
+		}
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/capsule-host/capsule-host/internal/procfs"
 	"github.com/capsule-host/capsule-host/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // Bounds of the daemon side of a keeper.
@@ -253,12 +255,34 @@ func (b *Backend) Close(ctx context.Context, stopAll bool) error {
 		return nil // no keeper: a dead one's records wait for the next
 	}
 	defer c.Close()
+	// Pinned before the shutdown, while the connection proves the keeper
+	// alive: a keeper that exits gives its pid back only after this.
+	fd, pinned := procfs.OpenPidfd(c.KeeperPID(), 0)
+	if pinned {
+		defer unix.Close(fd)
+	}
 	err := c.Shutdown(ctx, stopAll)
 	if !stopAll && errors.Is(err, sandbox.ErrRunning) {
 		return nil // kept for the next daemon
 	}
+	if err == nil && pinned {
+		// The keeper exits after its reply; a daemon that said "stopped"
+		// leaves no keeper behind it (bounded by ctx).
+		bound := keeperExitBound
+		if dl, ok := ctx.Deadline(); ok {
+			bound = min(bound, time.Until(dl))
+		}
+		if !procfs.AwaitPidfd(fd, bound) {
+			return fmt.Errorf("keeper %d of %s: still running %v after its shutdown: %w", c.KeeperPID(), b.cfg.Dir, bound, sandbox.ErrRunning)
+		}
+	}
 	return err
 }
+
+// keeperExitBound bounds Close's wait for a shut-down keeper to exit: it
+// has stopped its processes before replying, so only its own teardown
+// (flushing records, closing connections) remains.
+const keeperExitBound = 10 * time.Second
 
 // seamExit is the seam's form of a keeper's exit.
 func seamExit(x Exit) sandbox.Exit {

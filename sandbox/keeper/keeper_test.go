@@ -232,3 +232,49 @@ func TestShutdownStopAll(t *testing.T) {
 		}
 	}
 }
+
+// TestBackendCloseWaitsForKeeper: Close returns only once the keeper it
+// shut down has exited, whether it stopped processes (stop_all) or held
+// none, so a daemon that logs "stopped" leaves no keeper behind it.
+func TestBackendCloseWaitsForKeeper(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stopAll bool
+	}{{"stop-all", true}, {"idle", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := newDir(t)
+			marker := filepath.Base(dir)
+			b, err := keeper.NewBackend(keeper.Config{Dir: dir, Name: "local", FrameTimeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := ctxT(t, 60*time.Second)
+			argv := sleeperArgv(marker)
+			if !tc.stopAll {
+				argv = []string{"/bin/true"}
+			}
+			h, err := b.Start(ctx, spec(marker, argv...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.stopAll {
+				if _, err := h.Wait(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := dial(t, dir)
+			pid := c.KeeperPID()
+			start := procfs.StartTime(pid)
+			c.Close()
+			if err := b.Close(ctx, tc.stopAll); err != nil {
+				t.Fatalf("close: %v", err)
+			}
+			if alive(pid, start) {
+				t.Fatalf("keeper %d still running when Close returned", pid)
+			}
+			if left := guests(marker); len(left) != 0 {
+				t.Fatalf("left after close: %v", left)
+			}
+		})
+	}
+}

@@ -154,20 +154,9 @@ func watchForeign(st stateFile, sdir string) (*exitRecord, error) {
 // waitPidfd blocks until the recorded monitor exits, if it can be pinned
 // by a pidfd that is the same process (start time checked after opening).
 func waitPidfd(st stateFile) {
-	fd, err := unix.PidfdOpen(st.MonitorPID, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(fd)
-	if st.MonitorStart != 0 && procfs.StartTime(st.MonitorPID) != st.MonitorStart {
-		return
-	}
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, -1)
-		if err == nil || !errors.Is(err, unix.EINTR) {
-			return
-		}
+	if fd, ok := procfs.OpenPidfd(st.MonitorPID, st.MonitorStart); ok {
+		procfs.AwaitPidfd(fd, -1)
+		unix.Close(fd)
 	}
 }
 
@@ -175,23 +164,13 @@ func waitPidfd(st stateFile) {
 // (start time checked after opening, so a reused PID is never hit) and
 // waits up to bound for it to be gone.
 func killMonitor(st stateFile, bound time.Duration) {
-	fd, err := unix.PidfdOpen(st.MonitorPID, 0)
-	if err != nil {
+	fd, ok := procfs.OpenPidfd(st.MonitorPID, st.MonitorStart)
+	if !ok {
 		return
 	}
 	defer unix.Close(fd)
-	if st.MonitorStart != 0 && procfs.StartTime(st.MonitorPID) != st.MonitorStart {
-		return
-	}
-	if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) != nil {
-		return
-	}
-	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-	end := time.Now().Add(bound)
-	for ms := time.Until(end).Milliseconds(); ms > 0; ms = time.Until(end).Milliseconds() {
-		if n, err := unix.Poll(fds, int(ms)); n > 0 || err != nil && !errors.Is(err, unix.EINTR) {
-			return
-		}
+	if unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0) == nil {
+		procfs.AwaitPidfd(fd, bound)
 	}
 }
 

@@ -29,7 +29,7 @@ TEST_TIMEOUT ?= 30m
 # still reported when it is detected.
 RACE_ENV     := GORACE=atexit_sleep_ms=0
 
-.PHONY: all build demo test deps go-deps npm-deps mcp-client vet hygiene funclen unit e2e-component abi-tests wasmtime-leg purego capsules verify-capsules bench bench-smoke fuzz e2e clean
+.PHONY: all build demo test deps go-deps npm-deps mcp-client vet hygiene funclen unit unit-rest unit-norace race-cache e2e-component abi-tests wasmtime-leg purego capsules verify-capsules bench bench-smoke fuzz e2e clean
 
 all: build
 
@@ -107,12 +107,35 @@ verify-capsules:
 # unit runs them once more without it.
 NORACE_RUN := ^TestJS
 
-unit:
-	$(RACE_ENV) $(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
-	$(GO) test -timeout $(TEST_TIMEOUT) -run '$(NORACE_RUN)' ./host/
+# unit runs the race leg, then three lanes at once (make -j3 -O: each
+# lane's output is printed whole when it ends): the command and the
+# remaining packages, the TestJS rerun, and the component-form end-to-end
+# suite. The command's package waits on daemons, sockets and fsync more
+# than on the CPU (about 60% of two cores alone), so the lanes fill what
+# it leaves idle.
+unit: race-cache
+	CAPSULE_HOST_CACHE_DIR=$(RACE_CACHE) $(RACE_ENV) $(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	$(MAKE) -j3 --output-sync=target unit-rest unit-norace e2e-component
+
+unit-rest:
 	$(GO) test -timeout $(TEST_TIMEOUT) $$($(GO) list ./capsules/... ./cmd/... ./internal/... | grep -v /capsules/internal/e2e)
 	cd internal/benchdoc && $(GO) test -timeout $(TEST_TIMEOUT) ./...
-	$(MAKE) e2e-component
+
+unit-norace:
+	$(GO) test -timeout $(TEST_TIMEOUT) -run '$(NORACE_RUN)' ./host/
+
+# race-cache compiles every bundled capsule once, without the race
+# detector, into RACE_CACHE, the compile cache the race leg's hosts share
+# (capsules/internal/e2e and host take $$CAPSULE_HOST_CACHE_DIR): wazero's
+# compiler built with -race takes about 40 s per Go guest (a 1.3 s test
+# took 55 s), and what the race leg watches is the host, not the
+# compiler. wazero keys an entry by module, wazero version and CPU, not
+# build flags; a test binary names its cache directory wazero-dev (no
+# module versions in its build info), so a test warms it, not the command.
+RACE_CACHE := $(CURDIR)/.build/race-module-cache
+race-cache:
+	@rm -rf $(RACE_CACHE) && mkdir -p $(RACE_CACHE)
+	CAPSULE_HOST_CACHE_DIR=$(RACE_CACHE) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^TestBundledCapsulesLoad$$' ./capsules/internal/e2e/
 
 # e2e-component runs the end-to-end suite again with every bundled Go
 # capsule made a component (internal/goadapt, then jco; built once into
@@ -132,12 +155,18 @@ purego:
 
 # The second engine (cgo, build tag wasmtime) passes the same suites.
 # registry/ and sandbox/ do not depend on the engine, so they are not rerun.
+# Of the command's tests only those that name an engine run again
+# (WASMTIME_CMD_RUN: the demo on each engine compiled in, version): the
+# others start daemons on the default engine, wazero, in either build, and
+# ran twice for nothing (two and a half minutes of make test).
+WASMTIME_CMD_RUN := Wasmtime|TestDemoTellsTheStory
 wasmtime-leg:
 	$(GO) build -tags wasmtime ./...
 	$(GO) vet -tags wasmtime ./host/... ./capsules/... ./cmd/...
 	cd abi-tests && $(GO) vet -tags wasmtime ./...
 	$(RACE_ENV) $(GO) test -tags wasmtime -race -timeout $(TEST_TIMEOUT) ./host/...
-	$(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./capsules/... ./cmd/...
+	$(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./capsules/...
+	$(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) -run '$(WASMTIME_CMD_RUN)' ./cmd/capsule-host
 	cd abi-tests && $(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./...
 
 test: hygiene funclen deps go-deps npm-deps build purego verify-capsules vet unit abi-tests wasmtime-leg bench-smoke

@@ -35,6 +35,16 @@ var cacheDir string
 
 func TestMain(m *testing.M) { os.Exit(testutil.RunWithTempDir(m, "host-test-cache-", &cacheDir)) }
 
+// moduleCache is the compile cache of the tests' hosts: the engine's part
+// of $CAPSULE_HOST_CACHE_DIR when set (make test warms one for its race
+// leg, as for capsules/internal/e2e), else cacheDir.
+func moduleCache() string {
+	if d := host.EnvCacheDir(enginetest.HostEngine()); d != "" {
+		return d
+	}
+	return cacheDir
+}
+
 func newRegistry(t testing.TB) *registry.Registry {
 	t.Helper()
 	b, err := local.New(local.Options{})
@@ -62,7 +72,7 @@ func newHost(t testing.TB, mod func(*host.Config)) *env {
 		StateDir:    t.TempDir(),
 		Logger:      slog.New(slog.NewTextHandler(e.log, nil)),
 		CallTimeout: 5 * time.Second,
-		CacheDir:    cacheDir,
+		CacheDir:    moduleCache(),
 	}
 	if mod != nil {
 		mod(&cfg)

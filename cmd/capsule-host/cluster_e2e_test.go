@@ -198,6 +198,7 @@ func settleShells(t testing.TB, mark string, want int) {
 // principal gets no-such-process on every node.
 func TestClusterThreeDaemons(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -260,6 +261,7 @@ func TestClusterThreeDaemons(t *testing.T) {
 // log audits the forwarded calls.
 func TestClusterRouting(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	ns, mark := startClusterTop(t, builtBinary(t), etcdtest.Start(t, 1), []string{"a", "b", "c"}, "5s",
 		fmt.Sprintf("capsules = [%q]\n", bwrapTestcap(t)))
 	a, b, c := ns[0], ns[1], ns[2]
@@ -431,6 +433,7 @@ func crossSignalWait(t *testing.T, a, b, c *clusterNode, mark string) {
 // work again.
 func TestClusterFaults(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	ns, ec, mark := startCluster(t, []string{"a", "b"}, "10s")
 	a, b := ns[0], ns[1]
 	counter := fmt.Sprintf(`i=0; while true; do i=$((i+1)); echo "%s $i"; sleep 0.2; done`, mark)
@@ -502,6 +505,7 @@ func TestClusterFaults(t *testing.T) {
 // six with a NODE column, two per node.
 func TestClusterPlacement(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	ns, _, mark := startCluster(t, []string{"a", "b", "c"}, "5s", "capacity = 2")
 	a, c := ns[0], ns[2]
 	for i := range 6 {
@@ -598,6 +602,7 @@ func (ca *testCA) issue(t *testing.T, dir, name string) tls.Certificate {
 // another node than the one it claims, is refused.
 func TestClusterMTLS(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	certs := t.TempDir()
 	ca := newTestCA(t)
 	if err := os.WriteFile(filepath.Join(certs, "ca.pem"), ca.pem, 0o600); err != nil {
@@ -670,6 +675,7 @@ func TestClusterMTLS(t *testing.T) {
 // out.
 func TestClusterEtcdTLS(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	ec, f := etcdtest.StartTLS(t, 1)
 	etcdCA := fmt.Sprintf("etcd_ca = %q", f.CA)
@@ -726,6 +732,7 @@ func TestClusterEtcdTLS(t *testing.T) {
 // throughout.
 func TestClusterCertReload(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	certs := t.TempDir()
 	ca, ca2 := newTestCA(t), newTestCA(t)
 	caFile := filepath.Join(certs, "ca.pem")
@@ -823,6 +830,7 @@ func TestClusterCertReload(t *testing.T) {
 // persisted is the one it started with; no "lease lost" in the logs).
 func TestClusterMemberLoss(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	ec := etcdtest.Start(t, 3)
 	ns, mark := startClusterOn(t, builtBinary(t), ec, []string{"a", "b"}, "5s")
 	a, b := ns[0], ns[1]
@@ -896,6 +904,7 @@ func TestClusterMemberLoss(t *testing.T) {
 // there fails with invalid-request (not in cluster mode).
 func TestClusterCLI(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	ec := etcdtest.Start(t, 1)
 	ns, mark := startClusterOn(t, bin, ec, []string{"a"}, "5s")

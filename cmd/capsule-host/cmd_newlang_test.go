@@ -33,6 +33,7 @@ func TestNewUnknownLang(t *testing.T) {
 // validate, and the scaffold's own go test calling its tool.
 func TestNewJSBuilds(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	if testing.Short() {
 		t.Skip("SKIP: -short: the JS scaffold's build runs componentize-js (about a minute)")
 	}

@@ -203,6 +203,7 @@ func TestPinBadInput(t *testing.T) {
 // nothing to do.
 func TestPinE2EBuiltBinary(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	if testing.Short() {
 		t.Skip("SKIP: -short: the end-to-end test builds the binary")
 	}

@@ -32,17 +32,12 @@ var (
 
 // builtBinary builds the command once per test binary (as the README
 // builds it: cgo where there is a C compiler, so the exec helper is the C
-// constructor, sandbox/local/helper_cgo.go) into a directory removed at
-// exit by the OS's temp cleaner.
+// constructor, sandbox/local/helper_cgo.go) into binDir, which TestMain
+// removes at exit.
 func builtBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "capsule-host-bin-")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "capsule-host")
+		binPath = filepath.Join(binDir, "capsule-host")
 		build := exec.Command("go", "build", "-o", binPath, ".")
 		if out, err := build.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -250,6 +245,7 @@ type restartHow struct {
 // on local (logged).
 func TestDurableRestart(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	sigterm := func(t *testing.T, d *daemonProc) {
 		d.cmd.Process.Signal(syscall.SIGTERM)
@@ -471,6 +467,7 @@ func copyFile(t testing.TB, src, dst string) {
 // holder.
 func TestKeeperKilled(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), nil, 0o600)
@@ -600,6 +597,7 @@ func stopMarked(t testing.TB, mark string) {
 // its journal record left nothing while one cut off after it is running.
 func TestCrashPoints(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	const maxConc, rounds = 6, 8
 	bin := builtBinary(t)
 	dir := t.TempDir()

@@ -56,6 +56,7 @@ const (
 // and after a graceful stop nothing of the test runs.
 func TestDurableHammer(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	dir := t.TempDir()
 	tc := hammerTestcap(t)
@@ -1117,6 +1118,7 @@ func checkDaemonGrowth(t *testing.T, dm [4]daemonCount) {
 // processes pointing nowhere after a SIGTERM restart.
 func TestDurableKeepExited(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), nil, 0o600)

@@ -39,6 +39,7 @@ type reapVictim struct {
 // spawns by less than their 5 s (checked, not assumed).
 func TestDurableReapRearm(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("bundled = false\ncapsules = [%q]\n[backends]\nenabled = [\"local\"]\n", capsuleCopy(t, "testcap"))

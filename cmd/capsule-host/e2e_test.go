@@ -27,6 +27,7 @@ import (
 // process of the daemon's tree, no socket.
 func TestE2EBuiltBinary(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	if testing.Short() {
 		t.Skip("SKIP: -short: the end-to-end test builds the binary and runs real processes")
 	}

@@ -27,6 +27,7 @@ import (
 //     that nothing owns, and their IDs answer no-such-process.
 func TestServeDamagedJournal(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "capsule-host.toml"), nil, 0o600)
@@ -99,6 +100,7 @@ func TestServeDamagedJournal(t *testing.T) {
 // and so is the ring (to the last line); and the daemon still serves.
 func TestSpillDiskFull(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	dir := t.TempDir()
 	keepers := filepath.Join(dir, "state", "keeper") // where the output logs spill

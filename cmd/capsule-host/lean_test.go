@@ -37,6 +37,7 @@ func TestLeanClientLinksNoHeavyPackage(t *testing.T) {
 // the same output and exit code.
 func TestLeanClientMatchesFullBinary(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	if testing.Short() {
 		t.Skip("SKIP: -short: builds both binaries and runs a daemon")
 	}

@@ -16,6 +16,7 @@ import (
 // The demo runs on every engine compiled in (wazero always; wasmtime in
 // the -tags wasmtime leg).
 func TestDemoTellsTheStory(t *testing.T) {
+	t.Parallel() // in-process, its own temporary state; changes no environment (RFC §13)
 	for _, eng := range hostEngines() {
 		t.Run(eng, func(t *testing.T) { testDemo(t, eng) })
 	}
@@ -64,6 +65,7 @@ func copyDir(t *testing.T, src, dst string) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel() // in-process, copies the capsule before editing it (RFC §13)
 	shell, _ := filepath.Abs("../../capsules/shell")
 	out, errOut, code := runCLI(t, "", "validate", shell)
 	if code != exitOK || !strings.Contains(out, "capsule:process/host@1.1.0") || !strings.Contains(out, "served") ||

@@ -27,6 +27,7 @@ import (
 // SIGTERM (on_shutdown = stop): nothing is left running.
 func TestAuthorLoop(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	bin := builtBinary(t)
 	dir := t.TempDir()
 	capDir := filepath.Join(dir, "loopcap")

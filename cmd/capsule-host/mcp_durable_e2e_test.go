@@ -26,6 +26,7 @@ import (
 // process and its log.
 func TestMCPStdioSurvivesRestart(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	script := everythingScript(t)
 	bin := builtBinary(t)
 	dir := t.TempDir()

@@ -19,15 +19,28 @@ import (
 // across runs) wins.
 func TestMain(m *testing.M) {
 	reexec.Init()
+	var err error
+	if binDir, err = os.MkdirTemp("", "capsule-host-bin-"); err != nil {
+		panic(err)
+	}
+	code := runWithCache(m)
+	os.RemoveAll(binDir)
+	os.Exit(code)
+}
+
+// binDir holds the binaries the tests build (builtBinary); TestMain
+// removes it at exit, so no run leaves a 40 MB binary in /tmp.
+var binDir string
+
+func runWithCache(m *testing.M) int {
 	if os.Getenv(daemon.CacheEnv) != "" {
-		os.Exit(testutil.Main(m))
+		return testutil.Main(m)
 	}
 	dir, err := os.MkdirTemp("", "capsule-host-cmd-cache-")
 	if err != nil {
 		panic(err)
 	}
+	defer os.RemoveAll(dir)
 	os.Setenv(daemon.CacheEnv, dir)
-	code := testutil.Main(m)
-	os.RemoveAll(dir)
-	os.Exit(code)
+	return testutil.Main(m)
 }

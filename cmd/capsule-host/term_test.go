@@ -178,6 +178,7 @@ func (p *tmuxPane) await(what, want string) {
 // size; an invalid --detach-keys is refused naming it.
 func TestAttachInTmux(t *testing.T) {
 	skipSameBinary(t)
+	t.Parallel() // its own daemon, state and marker (RFC §13)
 	tmux, err := exec.LookPath("tmux")
 	if err != nil {
 		t.Skip("SKIP: tmux is not installed (make test installs it)")

@@ -103,7 +103,7 @@ func newHostRegConfig(t testing.TB, mut func(*registry.Config), capsules ...stri
 	t.Cleanup(func() { reg.Shutdown(context.Background()) })
 	h, err := host.New(context.Background(), host.Config{
 		Engine:      enginetest.HostEngine(), // "" (wazero) unless the wasmtime leg sets it
-		CacheDir:    cacheDir,
+		CacheDir:    moduleCache(),
 		Registry:    reg,
 		StateDir:    t.TempDir(),
 		Logger:      logger,

@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/host/engine/enginetest"
 	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
@@ -13,3 +15,14 @@ import (
 var cacheDir string
 
 func TestMain(m *testing.M) { os.Exit(testutil.RunWithTempDir(m, "e2e-module-cache-", &cacheDir)) }
+
+// moduleCache is the compile cache of every Host here: the engine's part
+// of $CAPSULE_HOST_CACHE_DIR when set, else cacheDir. make test warms one
+// for its race leg: a Go guest compiled by the race-instrumented wazero
+// takes about 40 s, and the detector watches the host, not the compiler.
+func moduleCache() string {
+	if d := host.EnvCacheDir(enginetest.HostEngine()); d != "" {
+		return d
+	}
+	return cacheDir
+}

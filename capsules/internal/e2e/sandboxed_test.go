@@ -140,7 +140,7 @@ func sandboxEnv(t *testing.T, stateDir, name string, be sandbox.Backend, mut fun
 	t.Cleanup(func() { reg.Shutdown(context.Background()) })
 	cfg := host.Config{
 		Engine:      enginetest.HostEngine(),
-		CacheDir:    cacheDir,
+		CacheDir:    moduleCache(),
 		Registry:    reg,
 		StateDir:    stateDir,
 		Logger:      logger,

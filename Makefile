@@ -16,9 +16,10 @@ GO    ?= go
 # (host/component/testdata/ccap; wasm-ld links libclang_rt.builtins-wasm32.a).
 APT_PACKAGES := runc bubblewrap busybox-static wabt gcc libc6-dev etcd-server tmux python3 clang lld wasi-libc libclang-rt-14-dev-wasm32
 APT_COMMANDS := runc bwrap busybox wat2wasm gcc etcd tmux python3 clang wasm-ld
-# The e2e suite first: its race run is the longest (≈ 210 s), and go test
-# starts packages in the order named, two at a time on two cores; last, it
-# ran alone for its final three minutes while the other slot idled.
+# The e2e suite first: its race run is the longest (≈ 155 s with its
+# guests compiled ahead, race-cache), and go test starts packages in the
+# order named, -p at a time; last, it ran alone for its final minutes
+# while the other slots idled.
 RACE_PKGS    := ./capsules/internal/e2e/... ./host/... ./registry/... ./sandbox/...
 TEST_TIMEOUT ?= 30m
 # RACE_ENV is the environment of every -race run. A race-built program
@@ -107,14 +108,17 @@ verify-capsules:
 # unit runs them once more without it.
 NORACE_RUN := ^TestJS
 
-# unit runs the race leg, then three lanes at once (make -j3 -O: each
+# unit runs the race leg, three packages at a time (with their guests
+# compiled ahead, two left a quarter of the CPU idle: the sandbox and
+# etcd packages wait on processes more than they compute), then three
+# lanes at once (make -j3 -O: each
 # lane's output is printed whole when it ends): the command and the
 # remaining packages, the TestJS rerun, and the component-form end-to-end
 # suite. The command's package waits on daemons, sockets and fsync more
 # than on the CPU (about 60% of two cores alone), so the lanes fill what
 # it leaves idle.
 unit: race-cache
-	CAPSULE_HOST_CACHE_DIR=$(RACE_CACHE) $(RACE_ENV) $(GO) test -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+	CAPSULE_HOST_CACHE_DIR=$(RACE_CACHE) $(RACE_ENV) $(GO) test -race -p 3 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	$(MAKE) -j3 --output-sync=target unit-rest unit-norace e2e-component
 
 unit-rest:
@@ -169,7 +173,11 @@ wasmtime-leg:
 	$(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) -run '$(WASMTIME_CMD_RUN)' ./cmd/capsule-host
 	cd abi-tests && $(GO) test -tags wasmtime -timeout $(TEST_TIMEOUT) ./...
 
-test: hygiene funclen deps go-deps npm-deps build purego verify-capsules vet unit abi-tests wasmtime-leg bench-smoke
+# After unit, the ABI suite, the wasmtime leg and bench-smoke run at once:
+# each left a quarter of the two cores idle alone, and bench-smoke asserts
+# no timing, so sharing the machine changes no outcome.
+test: hygiene funclen deps go-deps npm-deps build purego verify-capsules vet unit
+	$(MAKE) -j3 --output-sync=target abi-tests wasmtime-leg bench-smoke
 	@echo ">> all checks passed"
 
 # fuzz runs every fuzz target of the module (each `func FuzzX` in a

@@ -31,9 +31,8 @@ func AwaitPidfd(fd int, bound time.Duration) bool {
 	for {
 		ms := -1
 		if bound >= 0 {
-			if ms = int(time.Until(end).Milliseconds()); ms <= 0 {
-				ms = 0
-			}
+			// Rounded up, so that the wait is never shorter than bound.
+			ms = max(0, int((time.Until(end)+time.Millisecond-1)/time.Millisecond))
 		}
 		n, err := unix.Poll(fds, ms)
 		switch {

@@ -270,7 +270,7 @@ func (b *Backend) Close(ctx context.Context, stopAll bool) error {
 		// leaves no keeper behind it (bounded by ctx).
 		bound := keeperExitBound
 		if dl, ok := ctx.Deadline(); ok {
-			bound = min(bound, time.Until(dl))
+			bound = max(0, min(bound, time.Until(dl))) // a spent context: one look, no wait
 		}
 		if !procfs.AwaitPidfd(fd, bound) {
 			return fmt.Errorf("keeper %d of %s: still running %v after its shutdown: %w", c.KeeperPID(), b.cfg.Dir, bound, sandbox.ErrRunning)

@@ -85,16 +85,14 @@ func signalTree(root int, sig syscall.Signal) (reached bool, _ error) {
 		for _, pid := range more {
 			queue = append(queue, node{pid, n.depth + 1})
 		}
-		fd, err := unix.PidfdOpen(n.pid, 0)
-		if err != nil {
+		fd, ok := procfs.OpenPidfd(n.pid, st.Start)
+		if !ok {
 			continue
 		}
-		if again, err := procfs.ReadStat(n.pid); err == nil && again.Start == st.Start {
-			if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, err)
-			} else if err == nil && n.depth > 1 {
-				reached = true
-			}
+		if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, err)
+		} else if err == nil && n.depth > 1 {
+			reached = true
 		}
 		unix.Close(fd)
 	}

@@ -54,13 +54,9 @@ func (p *proc) killSession(sig syscall.Signal) {
 		if err != nil || (st.SID != p.pid && st.PGID != p.pid) {
 			continue
 		}
-		fd, err := unix.PidfdOpen(pid, 0)
-		if err != nil {
-			continue
-		}
-		if st2, err := procfs.ReadStat(pid); err == nil && st2.Start == st.Start {
+		if fd, ok := procfs.OpenPidfd(pid, st.Start); ok {
 			_ = unix.PidfdSendSignal(fd, sig, nil, 0)
+			unix.Close(fd)
 		}
-		unix.Close(fd)
 	}
 }

@@ -8,9 +8,10 @@ import (
 
 // TestBundledCapsulesLoad loads every capsule of capsules/ on its own
 // host, two at a time: each compiles (or comes from the module cache),
-// links against the contract it declares and lists its tools. It runs first (file order), so later tests find the
-// modules compiled; make test also runs it alone, without -race, to warm
-// the race leg's cache (Makefile: race-cache).
+// links against the contract it declares and lists its tools. It runs
+// first (file order), so later tests find the modules compiled; make test
+// also runs it alone, without -race, to warm the race leg's cache
+// (Makefile: race-cache).
 func TestBundledCapsulesLoad(t *testing.T) {
 	ents, err := os.ReadDir(capsulesDir(t))
 	if err != nil {

@@ -58,7 +58,7 @@ func testTerminalRestart(t *testing.T, bin, dir, capsule string) {
 		}
 	}
 	typeIn("printf '\\033]2;title-x\\007'; echo hello-$((6*7))")
-	awaitScreenText(t, c, id, "(?m)hello-42$")
+	awaitScreenText(t, c, id, "(?m)hello-42\n\\$$") // the prompt: see TestAttachInTmux
 	if err := c.Resize(context.Background(), id, 30, 100); err != nil {
 		t.Fatal(err)
 	}

@@ -199,7 +199,9 @@ func TestAttachInTmux(t *testing.T) {
 	p.await("the first paint", "$")
 	p.keys("-l", "stty size")
 	p.keys("Enter")
-	p.await("stty size through attach", "30 100")
+	// The prompt after it too: readline re-sets the window size it read
+	// as it starts a line, which could undo a resize made in that instant.
+	p.await("stty size through attach", "30 100\n$")
 	p.run("resize-window", "-t", "a", "-x", "90", "-y", "25")
 	p.keys("-l", "stty size; echo marker-$((3*3))")
 	p.keys("Enter")

@@ -103,7 +103,9 @@ func TestTerminalBash(t *testing.T) {
 	write(t, h, "PS1='P''S1> '\r")
 	off := awaitOutput(t, out, 0, `PS1> `, 20*time.Second)
 	write(t, h, "echo T=$TERM; stty size; tty\r")
-	off = awaitOutput(t, out, off, `T=xterm-256color\r\n24 80\r\n/dev/pts/\d+\r\n`, 10*time.Second)
+	// The prompt before the resize: readline re-sets the window size it
+	// read as it starts a line, which can undo a resize made then.
+	off = awaitOutput(t, out, off, `(?s)T=xterm-256color\r\n24 80\r\n/dev/pts/\d+\r\n.*PS1> `, 10*time.Second)
 	if err := resize(t, h, 40, 120); err != nil {
 		t.Fatalf("Resize: %v", err)
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/capsule-host/capsule-host/host"
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 // Fairness between principals: eve floods a 4-instance pool with calls
@@ -32,25 +32,13 @@ func TestPoolFairAcrossPrincipals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newHost(t, func(c *host.Config) { c.CallTimeout = time.Minute })
 			c := load(t, e, "tools", tc.pool)
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := 0; i < 16; i++ { // eve's flood: 4× the pool
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						ctx, cancel := context.WithTimeout(host.WithPrincipal(context.Background(), "eve"), evePins)
-						e.h.Call(ctx, "tools", "spin", "{}")
-						cancel()
-					}
-				}()
-			}
-			t.Cleanup(func() { close(stop); wg.Wait() })
+			// eve's flood: 4× the pool
+			t.Cleanup(testutil.Repeat(16, func() bool {
+				ctx, cancel := context.WithTimeout(host.WithPrincipal(context.Background(), "eve"), evePins)
+				e.h.Call(ctx, "tools", "spin", "{}")
+				cancel()
+				return true
+			}))
 			waitFor(t, func() bool { return c.Stats().Busy == tc.eveHold })
 			served, slowest := 0, time.Duration(0)
 			for i := 0; i < 5; i++ {

@@ -504,32 +504,20 @@ func TestReloadUnderLoad(t *testing.T) {
 	if _, err := e.h.Load(context.Background(), dir); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := e.h.Call(context.Background(), "tools", "noop", "{}"); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
+	stop := testutil.Repeat(4, func() bool {
+		if _, err := e.h.Call(context.Background(), "tools", "noop", "{}"); err != nil {
+			t.Error(err)
+			return false
+		}
+		return true
+	})
+	defer stop()
 	for i := 0; i < 5; i++ {
 		if _, err := e.h.Load(context.Background(), dir); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	if n := len(e.h.Capsules()); n != 1 {
 		t.Fatalf("%d capsules", n)
 	}

@@ -780,7 +780,7 @@ func TestMCPInspectorCLI(t *testing.T) {
 	// inspector's own option parser.
 	script := filepath.Join(t.TempDir(), "capsule-host-mcp.sh")
 	body := fmt.Sprintf("#!/bin/bash\nexec -a %q %q mcp --socket %q --principal alice\n", cliRole, self, d.sock)
-	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+	if err := writeExecutable(script, []byte(body)); err != nil {
 		t.Fatal(err)
 	}
 	inspect := func(args ...string) string {

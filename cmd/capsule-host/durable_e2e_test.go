@@ -20,6 +20,7 @@ import (
 
 	api "github.com/capsule-host/capsule-host/client"
 	"github.com/capsule-host/capsule-host/cmd/capsule-host/internal/daemon"
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 	"github.com/capsule-host/capsule-host/registry"
 	"github.com/capsule-host/capsule-host/sandbox/keeper"
 )
@@ -446,6 +447,14 @@ func buildRelease(t testing.TB, out, stamp string) {
 			t.Fatalf("%s version: %q %v; want the stamp %q: %v", bin, b, err, stamp, want)
 		}
 	}
+}
+
+// writeExecutable writes a program or script the test runs next. The
+// tests of this package run in parallel and fork all the time: a plain
+// os.WriteFile can leave its write descriptor in a child forked
+// meanwhile, and the exec fails with "text file busy" (a CI run did).
+func writeExecutable(path string, b []byte) error {
+	return atomicfile.Write(path, b, 0o755, atomicfile.Options{NoSync: true, Exec: true})
 }
 
 func copyFile(t testing.TB, src, dst string) {

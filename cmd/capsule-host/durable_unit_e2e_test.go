@@ -101,7 +101,7 @@ func (u *unitCgroup) wrap(t *testing.T, dir, bin string) string {
 	}
 	fmt.Fprintf(&sb, "exec %q \"$@\"\n", bin)
 	w := filepath.Join(dir, fmt.Sprintf("in-unit-%d.sh", time.Now().UnixNano()))
-	if err := os.WriteFile(w, []byte(sb.String()), 0o755); err != nil {
+	if err := writeExecutable(w, []byte(sb.String())); err != nil {
 		t.Fatal(err)
 	}
 	return w

@@ -73,7 +73,7 @@ func TestLeanClientMatchesFullBinary(t *testing.T) {
 	// Without capsule-hostd the lean client says what it needs.
 	alone := filepath.Join(t.TempDir(), "capsule-host")
 	b, err := os.ReadFile(r.leanBin)
-	if err != nil || os.WriteFile(alone, b, 0o755) != nil {
+	if err != nil || writeExecutable(alone, b) != nil {
 		t.Fatal(err)
 	}
 	_, errOut, code := run(alone, []string{"PATH=/nonexistent"}, "serve")

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // Options select what Write guarantees beyond atomicity.
@@ -23,6 +24,12 @@ type Options struct {
 	// path (the temporary file is hard-linked, not renamed): of two
 	// creators of one file, the second learns it lost.
 	NoClobber bool
+	// Exec is for a file that is run later (a program, a script): this
+	// process forks nothing while the file is open for writing. A child
+	// forked then would hold the write descriptor until its own exec
+	// closes it (O_CLOEXEC acts only at exec), and an exec of the file
+	// meanwhile fails with ETXTBSY, "text file busy" (Go issue 22315).
+	Exec bool
 }
 
 // Write replaces path with data: a temporary file in the same directory
@@ -34,29 +41,15 @@ func Write(path string, data []byte, perm fs.FileMode, o Options) (err error) {
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	tmp, err := writeTemp(dir, base, data, perm, o)
 	if err != nil {
 		return err
 	}
-	tmp := f.Name()
 	defer func() {
 		if err != nil {
 			os.Remove(tmp)
 		}
 	}()
-	_, err = f.Write(data)
-	if err == nil && perm != 0o600 {
-		err = f.Chmod(perm)
-	}
-	if err == nil && !o.NoSync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
 	if o.NoClobber {
 		if err = os.Link(tmp, path); err != nil {
 			return err
@@ -69,6 +62,36 @@ func Write(path string, data []byte, perm fs.FileMode, o Options) (err error) {
 		return nil
 	}
 	return SyncDir(dir)
+}
+
+// writeTemp writes data to a new temporary file beside base in dir and
+// returns its name; the file is closed, and removed on an error.
+func writeTemp(dir, base string, data []byte, perm fs.FileMode, o Options) (name string, err error) {
+	if o.Exec {
+		// Forks take ForkLock for writing (package syscall), so none
+		// starts while it is held for reading.
+		syscall.ForkLock.RLock()
+		defer syscall.ForkLock.RUnlock()
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(data)
+	if err == nil && perm != 0o600 {
+		err = f.Chmod(perm)
+	}
+	if err == nil && !o.NoSync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }
 
 // SyncFile makes an already renamed file durable: fsync of the file, then

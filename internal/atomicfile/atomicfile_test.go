@@ -2,10 +2,15 @@ package atomicfile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/capsule-host/capsule-host/internal/testutil"
 )
 
 func TestWrite(t *testing.T) {
@@ -49,5 +54,26 @@ func TestWriteNoClobber(t *testing.T) {
 	ents, _ := os.ReadDir(dir)
 	if string(b) != "first" || len(ents) != 1 {
 		t.Fatalf("content %q, dir %v: want first, key alone", b, ents)
+	}
+}
+
+// An executable written with Exec runs at once even while other
+// goroutines fork and exec all the time: no child forked meanwhile holds
+// its write descriptor (which would make the exec fail with ETXTBSY). A
+// plain Write fails this within a few hundred rounds here.
+func TestWriteExecWhileForking(t *testing.T) {
+	dir := t.TempDir()
+	testutil.Forking(t, 3)
+	script := []byte("#!/bin/sh\nexit 7\n")
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; i < 300 && time.Now().Before(deadline); i++ {
+		path := filepath.Join(dir, fmt.Sprintf("run-%d.sh", i))
+		if err := Write(path, script, 0o755, Options{NoSync: true, Exec: true}); err != nil {
+			t.Fatal(err)
+		}
+		err := exec.Command(path).Run()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 7 {
+			t.Fatalf("round %d: run the script just written: %v, want exit status 7", i, err)
+		}
 	}
 }

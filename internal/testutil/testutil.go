@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 
@@ -116,4 +117,37 @@ func CopyFiles(t testing.TB, from, to string, names ...string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// Repeat runs f over and over in n goroutines, each until f returns
+// false or stop is called; stop (idempotent) returns once all have
+// ended. The hammer of the concurrency tests.
+func Repeat(n int, f func() bool) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if !f() {
+					return
+				}
+			}
+		}()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }); wg.Wait() }
+}
+
+// Forking keeps n goroutines forking and exec'ing /bin/true, each
+// waited for, until the test ends: a process that forks all the time,
+// as a busy daemon does (tests of what a fork can catch mid-way).
+func Forking(t testing.TB, n int) {
+	t.Cleanup(Repeat(n, func() bool { exec.Command("/bin/true").Run(); return true }))
 }

@@ -121,5 +121,5 @@ func helperMain(args []string) int {
 	if exec == "" {
 		exec = argv[0]
 	}
-	return fail(syscall.Exec(exec, argv, env))
+	return fail(retryBusy(func() error { return syscall.Exec(exec, argv, env) }))
 }

@@ -29,6 +29,7 @@ package local
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HELPER_ROLE "capsule-host-local-exec"
@@ -173,7 +174,11 @@ __attribute__((constructor)) static void capsule_local_exec(void) {
 	char **argv = a + 1;
 	if (!exec)
 		exec = argv[0];
-	execve(exec, argv, env);
+	// ETXTBSY: retried as retryBusy does (spawn.go), 1 to 128 ms apart.
+	for (long ms = 1; execve(exec, argv, env) < 0 && errno == ETXTBSY && ms <= 128; ms *= 2) {
+		struct timespec ts = {0, ms * 1000000L};
+		nanosleep(&ts, NULL);
+	}
 	helper_fail(errno, "exec", exec);
 }
 */

@@ -129,27 +129,18 @@ func procsWith(marker string) []string {
 // started with os/exec (the OCI backend runs runc that way).
 func TestReaperDoesNotStealOSExecChildren(t *testing.T) {
 	b := newBackend(t, local.Options{})
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
 	// Keep the reaper busy: orphans and exits all the time.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			h, err := b.Start(bg(t), baseSpec(t, "(sleep 0.01 &) ; exit 0"))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			h.Wait(bg(t))
-			b.Cleanup(bg(t), h.Ref())
+	stop := testutil.Repeat(1, func() bool {
+		h, err := b.Start(bg(t), baseSpec(t, "(sleep 0.01 &) ; exit 0"))
+		if err != nil {
+			t.Error(err)
+			return false
 		}
-	}()
+		h.Wait(bg(t))
+		b.Cleanup(bg(t), h.Ref())
+		return true
+	})
+	var wg sync.WaitGroup
 	for i := 0; i < 40; i++ {
 		wg.Add(1)
 		go func() {
@@ -163,8 +154,8 @@ func TestReaperDoesNotStealOSExecChildren(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
 	wg.Wait()
+	stop()
 }
 
 // An orphan that dies while its tree still runs is reaped then, not at

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/capsule-host/capsule-host/sandbox"
 	"github.com/capsule-host/capsule-host/sandbox/internal/cgroups"
@@ -261,15 +262,18 @@ func (p *proc) fork(s *spawn) error {
 	}
 	// Hold the reaper while forking and registering the root, so it never
 	// sees the root's zombie before knowing it is a root.
-	reaper.mu.RLock()
-	pid, err := syscall.ForkExec(s.path, s.args, attr)
-	if err == nil {
-		reaper.addRoot(pid)
-		if p.b.multiplex {
-			reaper.watchRoot(pid, p.rootExited)
+	var pid int
+	err := retryBusy(func() (err error) {
+		reaper.mu.RLock()
+		defer reaper.mu.RUnlock()
+		if pid, err = syscall.ForkExec(s.path, s.args, attr); err == nil {
+			reaper.addRoot(pid)
+			if p.b.multiplex {
+				reaper.watchRoot(pid, p.rootExited)
+			}
 		}
-	}
-	reaper.mu.RUnlock()
+		return err
+	})
 	s.closeChild()
 	switch {
 	case p.group == nil:
@@ -283,6 +287,25 @@ func (p *proc) fork(s *spawn) error {
 	}
 	p.pid, p.pidfd = pid, newPidFD(pidfd)
 	return nil
+}
+
+// retryBusy runs exec until it fails with anything but ETXTBSY ("text
+// file busy"), at most 9 times, 1 to 128 ms apart (255 ms in all). ETXTBSY
+// means a process holds the program open for writing. Most often that is
+// a child this daemon forked while a capsule's write of the program (a
+// script it just made) was still open: the child holds the descriptor
+// until its own exec a moment later (Go issue 22315), so an agent's
+// "write a script, run it" would fail at random under load. A program
+// really being written stays busy, and its spawn still fails. The bound
+// leaves room for a loaded machine, where a child may wait tens of ms
+// between its fork and its exec.
+func retryBusy(exec func() error) error {
+	err := exec()
+	for d := time.Millisecond; errors.Is(err, syscall.ETXTBSY) && d <= 128*time.Millisecond; d *= 2 {
+		time.Sleep(d)
+		err = exec()
+	}
+	return err
 }
 
 // awaitExec feeds the exec helper the environment and reads its verdict.

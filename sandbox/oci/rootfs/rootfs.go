@@ -11,11 +11,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/capsule-host/capsule-host/internal/atomicfile"
 )
 
 // DefaultBusybox is where Debian's busybox-static package installs it.
@@ -134,18 +135,13 @@ func fileHash(p string) (string, error) {
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
+	b, err := os.ReadFile(src)
 	if err != nil {
 		return fmt.Errorf("rootfs: %w", err)
 	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return fmt.Errorf("rootfs: %w", err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+	// Exec: runc runs it next, while the daemon may be forking.
+	if err := atomicfile.Write(dst, b, mode, atomicfile.Options{NoSync: true, Exec: true}); err != nil {
 		return fmt.Errorf("rootfs: copy %s: %w", src, err)
 	}
-	return out.Close()
+	return nil
 }

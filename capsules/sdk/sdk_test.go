@@ -69,6 +69,20 @@ func TestCall(t *testing.T) {
 	}
 }
 
+// registerForTest registers tl for the test's length only, so that the
+// tool list other tests see is init's, whatever ran before (-count=N).
+func registerForTest(t *testing.T, tl Tool) {
+	Register(tl)
+	t.Cleanup(func() {
+		i := byName[tl.Name]
+		tools = append(tools[:i:i], tools[i+1:]...)
+		delete(byName, tl.Name)
+		for j := i; j < len(tools); j++ {
+			byName[tools[j].Name] = j
+		}
+	})
+}
+
 func TestRegisterRejects(t *testing.T) {
 	for _, tl := range []Tool{
 		{Name: "Bad-Name", Handler: func(json.RawMessage) (any, error) { return nil, nil }},
@@ -139,11 +153,11 @@ func TestExportGlue(t *testing.T) {
 // A coded error, and a process error anywhere in the chain, become the
 // contract's typed err string; any other error stays text.
 func TestTypedToolErrors(t *testing.T) {
-	Register(Tool{Name: "coded_err", Handler: func(json.RawMessage) (any, error) { return nil, Errorf("not-ready", "warming up %d", 3) }})
-	Register(Tool{Name: "proc_err", Handler: func(json.RawMessage) (any, error) {
+	registerForTest(t, Tool{Name: "coded_err", Handler: func(json.RawMessage) (any, error) { return nil, Errorf("not-ready", "warming up %d", 3) }})
+	registerForTest(t, Tool{Name: "proc_err", Handler: func(json.RawMessage) (any, error) {
 		return nil, fmt.Errorf("status: %w", &wire.Error{Code: wire.ErrNoSuchProcess, Message: "gone"})
 	}})
-	Register(Tool{Name: "plain_err", Handler: func(json.RawMessage) (any, error) { return nil, errors.New(`{"code":"x"} is text here`) }})
+	registerForTest(t, Tool{Name: "plain_err", Handler: func(json.RawMessage) (any, error) { return nil, errors.New(`{"code":"x"} is text here`) }})
 	for _, c := range []struct{ tool, want string }{
 		{"coded_err", `{"code":"not-ready","message":"warming up 3"}`},
 		{"proc_err", `{"code":"no-such-process","message":"status: no-such-process: gone"}`},

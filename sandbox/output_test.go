@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-func newLog(t *testing.T, ring int, spill int64, ov Overflow) *OutputLog {
+func newLog(t testing.TB, ring int, spill int64, ov Overflow) *OutputLog {
 	t.Helper()
 	cfg := OutputLogConfig{RingBytes: ring, SpillBytes: spill, Overflow: ov}
 	if spill > 0 {
@@ -560,7 +560,7 @@ func TestOutputRateInvalid(t *testing.T) {
 // trusts the file alone): any file is refused with ErrSpill or gives a
 // closed log whose reads stay inside the file and end at EOF.
 func FuzzOpenOutputLog(f *testing.F) {
-	l := newLog(&testing.T{}, 64, 256, DropOldest)
+	l := newLog(f, 64, 256, DropOldest) // f: its TempDir is removed at the end
 	l.Write(stream(0, 300))
 	l.CloseWrite()
 	if good, err := os.ReadFile(l.SpillPath()); err == nil {

@@ -351,10 +351,11 @@ var leanOnce struct {
 }
 
 // leanBinaries builds, once per test binary, the full binary and the lean
-// client with the full one beside it as capsule-hostd.
+// client with the full one beside it as capsule-hostd, in binDir (which
+// TestMain removes: each bench run left 20 MB in /tmp before).
 func leanBinaries(b *testing.B) (full, lean string) {
 	leanOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "capsule-host-lean-")
+		dir, err := os.MkdirTemp(binDir, "lean-")
 		if err != nil {
 			leanOnce.err = err
 			return

@@ -44,43 +44,39 @@ func busyScript(t *testing.T, hold string) string {
 // is retried and runs; one held for good fails with ETXTBSY, typed.
 // Directly and through both exec helpers.
 func TestSpawnBusyProgram(t *testing.T) {
-	for _, helper := range []bool{false, true} {
-		run := func(t *testing.T) {
-			b := newBackend(t, local.Options{})
-			for _, tc := range []struct {
-				hold string
-				busy bool
-			}{{"0.01", false}, {"30", true}} {
-				sp := baseSpec(t, "")
-				sp.Argv = []string{busyScript(t, tc.hold)}
-				if helper {
-					sp.Limits.OpenFiles = 64 // forces the exec helper
-				}
-				h, err := b.Start(bg(t), sp)
-				if tc.busy {
-					if !errors.Is(err, syscall.ETXTBSY) || !errors.Is(err, sandbox.ErrSpawn) {
-						t.Errorf("held %s s: %v, want a spawn error of ETXTBSY", tc.hold, err)
-					}
-					if err == nil {
-						h.Terminate(bg(t), sandbox.Force)
-						h.Release()
-					}
-					continue
-				}
-				if err != nil {
-					t.Fatalf("held %s s: %v, want it retried and run", tc.hold, err)
-				}
-				ex, err := h.Wait(bg(t))
-				h.Release()
-				if err != nil || ex.Code != 7 {
-					t.Fatalf("held %s s: %+v %v, want exit code 7", tc.hold, ex, err)
-				}
-			}
-		}
+	t.Run("direct", func(t *testing.T) { spawnBusy(t, false) })
+	t.Run("helper", func(t *testing.T) { eachHelper(t, func(t *testing.T) { spawnBusy(t, true) }) })
+}
+
+func spawnBusy(t *testing.T, helper bool) {
+	b := newBackend(t, local.Options{})
+	for _, tc := range []struct {
+		hold string
+		busy bool
+	}{{"0.01", false}, {"30", true}} {
+		sp := baseSpec(t, "")
+		sp.Argv = []string{busyScript(t, tc.hold)}
 		if helper {
-			t.Run("helper", func(t *testing.T) { eachHelper(t, run) })
-		} else {
-			t.Run("direct", run)
+			sp.Limits.OpenFiles = 64 // forces the exec helper
+		}
+		h, err := b.Start(bg(t), sp)
+		if tc.busy {
+			if !errors.Is(err, syscall.ETXTBSY) || !errors.Is(err, sandbox.ErrSpawn) {
+				t.Errorf("held %s s: %v, want a spawn error of ETXTBSY", tc.hold, err)
+			}
+			if err == nil {
+				h.Terminate(bg(t), sandbox.Force)
+				h.Release()
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("held %s s: %v, want it retried and run", tc.hold, err)
+		}
+		ex, err := h.Wait(bg(t))
+		h.Release()
+		if err != nil || ex.Code != 7 {
+			t.Fatalf("held %s s: %+v %v, want exit code 7", tc.hold, ex, err)
 		}
 	}
 }
